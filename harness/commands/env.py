@@ -1,0 +1,36 @@
+"""`harness env`: the environment results would be measured in."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("env")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def command(as_json: bool) -> None:
+    """Show python, framework, CUDA driver, GPU and CPU details (no framework is imported)."""
+    from harness.env import capture
+    from harness.envcheck import environment_warnings
+
+    env = capture()
+    env["warnings"] = environment_warnings(env)
+    if as_json:
+        click.echo(json.dumps(env, indent=2, default=str))
+        return
+    click.echo(f"python      {env['python']} ({env['executable']})")
+    click.echo(f"platform    {env['platform']}")
+    click.echo(f"cpu         {env['cpu']} x {env['cpu_count']}, governor {env['cpu_governor'] or 'unknown'}")
+    mem = env["memory_total_bytes"]
+    click.echo(f"memory      {mem / 1024**3:.1f} GiB" if mem else "memory      unknown")
+    for name, version in env["packages"].items():
+        click.echo(f"{name:<12}{version or 'not installed'}")
+    click.echo(f"driver      {env['driver'] or 'no NVIDIA driver / NVML'}")
+    for gpu in env["gpus"]:
+        click.echo(f"gpu {gpu['index']}       {gpu['name']}, {gpu['memory_total_bytes'] / 1024**3:.0f} GiB, "
+                   f"{gpu['memory_used_bytes'] / 1024**3:.1f} GiB used")
+    for key, value in env["variables"].items():
+        click.echo(f"{key}={value}")
+    for warning in env["warnings"]:
+        click.echo(f"warning: {warning}")

@@ -1,0 +1,24 @@
+"""`harness validate`: check a scenario file without running anything."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("validate")
+@click.argument("scenario_file")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
+@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
+def command(scenario_file: str, overrides: tuple[str, ...], max_runs: int | None) -> None:
+    """Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not."""
+    from harness.bundled import resolve_scenario_path
+    from harness.scenario import DEFAULT_MAX_RUNS, count_points, load_scenario
+
+    path = resolve_scenario_path(scenario_file)
+    scenario = load_scenario(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS)
+    points = count_points(scenario)
+    runs = points * len(scenario.backends) * len(scenario.devices)
+    click.echo(
+        f"{path}: ok: {scenario.name} ({scenario.workload}), {points} sweep point(s) x "
+        f"{len(scenario.backends)} backend(s) x {len(scenario.devices)} device(s) = {runs} run(s)"
+    )

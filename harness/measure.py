@@ -1,0 +1,156 @@
+"""The timed loop every backend uses: first step, warm-up, timed blocks, adaptive repetition.
+
+Framework-free: a backend hands in its step and a Clock that knows how to wait for its device.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from harness import stats
+
+
+@dataclass(frozen=True)
+class BlockTime:
+    """One timed region: synchronized wall seconds, and device seconds where the device has events."""
+
+    wall_s: float
+    device_s: float | None = None
+
+
+class Clock(Protocol):
+    """Reads time around device work that may be asynchronous."""
+
+    def sync(self) -> None:
+        """Wait until all work queued on the device has finished."""
+
+    def start(self) -> Any:
+        """Synchronize, then open a timed region; return a token for stop()."""
+
+    def stop(self, token: Any) -> BlockTime:
+        """Close the region opened by start(), synchronizing before the clock is read."""
+
+
+class WallClock:
+    """perf_counter around a region, with an optional device synchronization before each read."""
+
+    def __init__(self, sync: Callable[[], None] | None = None):
+        self._sync = sync or (lambda: None)
+
+    def sync(self) -> None:
+        self._sync()
+
+    def start(self) -> float:
+        self._sync()
+        return time.perf_counter()
+
+    def stop(self, token: float) -> BlockTime:
+        self._sync()
+        return BlockTime(time.perf_counter() - token)
+
+
+class Telemetry(Protocol):
+    """Something sampled during the timed region (GPU power, clocks); must not disturb it."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class Timing:
+    """What run_timed measured. `blocks` holds every timed block; warm-up is not in it."""
+
+    first_step_s: float
+    steps_per_block: int
+    blocks: list[BlockTime] = field(default_factory=list)
+    stop_reason: str = "repeats"
+
+    @property
+    def wall_s(self) -> list[float]:
+        return [b.wall_s for b in self.blocks]
+
+    @property
+    def device_s(self) -> list[float] | None:
+        values = [b.device_s for b in self.blocks]
+        return None if any(v is None for v in values) else values
+
+    def rates(self, work_per_step: float) -> list[float]:
+        """Per-block rate: work_per_step * steps / synchronized wall seconds (images/s, FLOP/s...)."""
+        return [work_per_step * self.steps_per_block / w for w in self.wall_s]
+
+    def step_time_s(self) -> float:
+        """Median seconds of one step across blocks."""
+        return stats.median([w / self.steps_per_block for w in self.wall_s])
+
+
+def measure_settings(measure: dict) -> dict:
+    """Fill the defaults of a `measure:` block (the scenario schema has the same defaults)."""
+    out = {"warmup": 10, "steps": 50, "repeats": 5, "min_time_s": None, "max_repeats": None, "target_ci_pct": None}
+    out.update({k: v for k, v in measure.items() if v is not None or k not in out})
+    return out
+
+
+def run_timed(
+    step: Callable[[], Any],
+    clock: Clock,
+    measure: dict,
+    *,
+    work_per_step: float = 1.0,
+    telemetry: Telemetry | None = None,
+) -> Timing:
+    """Time `step` as the measure block asks.
+
+    The first call is timed alone (trace, compile, autotune land there), then `warmup` untimed calls,
+    then blocks of `steps` calls each, each block synchronized at both ends. At least `repeats`
+    blocks run; with `min_time_s` or `target_ci_pct`, blocks go on until the timed total reaches
+    min_time_s and the CI half-width of the median rate falls to target_ci_pct, or until
+    `max_repeats` blocks (default 10 x repeats). The reason the loop ended is recorded.
+    """
+    cfg = measure_settings(measure)
+    repeats = int(cfg["repeats"])
+    steps = int(cfg["steps"])
+    min_time = cfg.get("min_time_s")
+    target = cfg.get("target_ci_pct")
+    adaptive = bool(min_time) or bool(target)
+    max_repeats = int(cfg.get("max_repeats") or (10 * repeats if adaptive else repeats))
+    max_repeats = max(max_repeats, repeats)
+
+    token = clock.start()
+    step()
+    first = clock.stop(token).wall_s
+
+    for _ in range(int(cfg["warmup"])):
+        step()
+    clock.sync()
+
+    timing = Timing(first_step_s=first, steps_per_block=steps)
+    if telemetry is not None:
+        telemetry.start()
+    try:
+        while True:
+            token = clock.start()
+            for _ in range(steps):
+                step()
+            timing.blocks.append(clock.stop(token))
+            n = len(timing.blocks)
+            if n < repeats:
+                continue
+            if not adaptive:
+                timing.stop_reason = "repeats"
+                break
+            enough_time = not min_time or sum(timing.wall_s) >= float(min_time)
+            half = stats.ci_half_width_pct(timing.rates(work_per_step)) if target else None
+            narrow = not target or (half is not None and half <= float(target))
+            if enough_time and narrow:
+                timing.stop_reason = "target_ci" if target else "min_time"
+                break
+            if n >= max_repeats:
+                timing.stop_reason = "max_repeats"
+                break
+    finally:
+        if telemetry is not None:
+            telemetry.stop()
+    return timing

@@ -1,0 +1,196 @@
+"""The runner: executes a plan, one worker process per run, and stores each result as it arrives.
+
+A worker that raises, crashes, exits hard or outlives its timeout becomes that run's status; the
+session goes on. The parent blocks in wait() (no busy-waiting) so it takes no core from the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness.backend import available_backends
+from harness.plan import RunSpec
+from harness.record import FAILING_STATUSES, blank_record, utc_now
+from harness.store import Store
+
+#: Seconds a worker gets to exit after SIGTERM before SIGKILL.
+TERM_GRACE_S = 5.0
+LOG_TAIL_CHARS = 3000
+
+_INSTALL_HINT = {"torch": "pip install 'harness[torch]'", "tensorflow": "pip install 'harness[tf]' (or harness[tf-cpu])"}
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived during a session."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+def worker_env() -> dict[str, str]:
+    """The environment of a worker: the user's, plus what frameworks must read at import."""
+    env = dict(os.environ)
+    # NVML and CUDA number GPUs alike only in PCI bus order
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    # without it TF takes nearly all device memory at start and its allocator peak means nothing
+    env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the worker's process group, then SIGKILL whatever is left after a grace period."""
+    for sig, wait in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _tail(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[-LOG_TAIL_CHARS:].strip()
+
+
+def _died(returncode: int) -> str:
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else str(-returncode)
+        hint = " (the OS out-of-memory killer sends SIGKILL)" if -returncode == signal.SIGKILL else ""
+        return f"worker killed by signal {name}{hint} before writing a result"
+    return f"worker exited with code {returncode} before writing a result"
+
+
+@dataclass
+class SessionOutcome:
+    """What a session produced: the records, in plan order, and whether it was interrupted."""
+
+    records: list[dict] = field(default_factory=list)
+    interrupted: int | None = None
+
+    @property
+    def failed(self) -> list[dict]:
+        return [r for r in self.records if r.get("status") in FAILING_STATUSES]
+
+
+class Runner:
+    """Runs specs in worker processes and writes each result to the store as soon as it exists."""
+
+    def __init__(self, store: Store, *, on_start: Callable | None = None, on_result: Callable | None = None):
+        self.store = store
+        self.on_start = on_start or (lambda i, n, spec: None)
+        self.on_result = on_result or (lambda i, n, record: None)
+        self._backends = available_backends()
+
+    def static_status(self, spec: RunSpec) -> tuple[str, str] | None:
+        """(status, reason) for a run decided without a worker: backend missing or combination unmapped."""
+        backend = self._backends.get(spec.backend)
+        if backend is None:
+            return "unsupported", f"no backend named {spec.backend!r} is registered"
+        if not backend.installed():
+            return "unsupported", f"{spec.backend} is not installed in this Python ({_INSTALL_HINT.get(spec.backend, '')})"
+        reason = backend.unsupported_reason(spec.workload, spec.params, spec.device)
+        if reason:
+            return "unsupported", reason
+        return None
+
+    def execute(self, spec: RunSpec) -> dict:
+        """Execute one spec in a fresh worker process and return its complete record (not stored)."""
+        record = blank_record(spec)
+        record["started_at"] = utc_now()
+        static = self.static_status(spec)
+        if static is not None:
+            record["status"], record["error"] = static
+            record["duration_s"] = 0.0
+            backend = self._backends.get(spec.backend)
+            record["framework_version"] = backend.framework_version() if backend else None
+            return record
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
+            spec_path = Path(tmp, "spec.json")
+            result_path = Path(tmp, "result.json")
+            log_path = Path(tmp, "worker.log")
+            spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "harness.worker", str(spec_path), str(result_path)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=worker_env(),
+                    start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
+                )
+                try:
+                    proc.wait(timeout=spec.timeout_s)
+                    timed_out = False
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _kill_group(proc)
+                except BaseException:
+                    _kill_group(proc)
+                    raise
+            if result_path.exists() and not timed_out:
+                record.update(json.loads(result_path.read_text(encoding="utf-8")))
+            elif timed_out:
+                record["status"] = "timeout"
+                record["error"] = f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); worker stopped"
+            else:
+                record["status"] = "failed"
+                record["error"] = _died(proc.returncode)
+            if record.get("status") != "ok":
+                tail = _tail(log_path)
+                if tail:
+                    record["log_tail"] = tail
+        record["duration_s"] = time.perf_counter() - started
+        return record
+
+    def run(self, plan: list[RunSpec]) -> SessionOutcome:
+        """Execute every spec in order, storing each record as it arrives.
+
+        SIGINT/SIGTERM stop the running worker; what finished stays stored and the outcome says
+        which signal ended the session.
+        """
+        outcome = SessionOutcome()
+
+        def _raise(signum, frame):
+            raise Interrupted(signum)
+
+        previous = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[sig] = signal.signal(sig, _raise)
+            except ValueError:  # not the main thread
+                pass
+        try:
+            for i, spec in enumerate(plan, 1):
+                self.on_start(i, len(plan), spec)
+                record = self.execute(spec)
+                self.store.add(record)
+                outcome.records.append(record)
+                self.on_result(i, len(plan), record)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return outcome

@@ -1,0 +1,346 @@
+"""Scenario files: safe YAML loading, pydantic validation, sweep expansion, --set overrides.
+
+Every problem becomes an InputError whose message names the file, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness.devices import normalize_device
+from harness.errors import InputError
+from harness.workloads import WORKLOADS
+
+#: Largest scenario file read, in bytes.
+MAX_FILE_BYTES = 1_000_000
+#: Deepest nesting of YAML collections accepted.
+MAX_DEPTH = 20
+#: Most YAML alias uses accepted (guards against alias bombs).
+MAX_ALIASES = 100
+#: Runs a plan may expand to unless --max-runs allows more.
+DEFAULT_MAX_RUNS = 1000
+
+#: Built-in backend names and aliases; plugins add theirs through entry points.
+BUILTIN_BACKEND_ALIASES = {"torch": "torch", "pytorch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow"}
+
+
+class Measure(BaseModel):
+    """The `measure:` block: how many steps are warm-up and timed, and when a run is given up."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    warmup: int = Field(10, ge=0, le=1_000_000)
+    steps: int = Field(50, ge=1, le=10_000_000)
+    repeats: int = Field(5, ge=1, le=10_000)
+    min_time_s: float | None = Field(None, ge=0, le=86_400)
+    max_repeats: int | None = Field(None, ge=1, le=100_000)
+    target_ci_pct: float | None = Field(None, gt=0, le=100)
+    timeout_s: float = Field(1800, gt=0, le=7 * 86_400)
+
+
+class Capacity(BaseModel):
+    """The `capacity:` block: search for the largest batch_size that trains without running out of memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: int = Field(1, ge=1, le=1_000_000)
+    limit: int = Field(65536, ge=1, le=10_000_000)
+
+
+class Scenario(BaseModel):
+    """A framework-neutral scenario, as written in a scenario file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., min_length=1, max_length=200)
+    workload: str
+    description: str | None = Field(None, max_length=10_000)
+    params: dict[str, Any] = Field(default_factory=dict)
+    measure: Measure = Field(default_factory=Measure)
+    backends: list[str] = Field(default_factory=lambda: ["torch", "tensorflow"], min_length=1, max_length=20)
+    devices: list[str] = Field(default_factory=lambda: ["auto"], min_length=1, max_length=64)
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    capacity: Capacity | None = None
+
+    @field_validator("workload")
+    @classmethod
+    def _known_workload(cls, value: str) -> str:
+        if value not in WORKLOADS:
+            raise ValueError(f"unknown workload {value!r}: expected one of {', '.join(sorted(WORKLOADS))}")
+        return value
+
+    @field_validator("backends")
+    @classmethod
+    def _known_backends(cls, value: list[str]) -> list[str]:
+        return _dedupe(resolve_backend(v) for v in value)
+
+    @field_validator("devices")
+    @classmethod
+    def _known_devices(cls, value: list[str]) -> list[str]:
+        out = []
+        for v in value:
+            try:
+                out.append(normalize_device(v))
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+        return _dedupe(out)
+
+    @field_validator("sweep")
+    @classmethod
+    def _sweep_lists(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in value.items():
+            if not values:
+                raise ValueError(f"sweep of {key!r} is empty: give at least one value")
+        return value
+
+
+def _dedupe(items) -> list:
+    seen: list = []
+    for item in items:
+        if item not in seen:
+            seen.append(item)
+    return seen
+
+
+def backend_aliases() -> dict[str, str]:
+    """Every accepted backend spelling -> canonical name (built-ins plus installed plugins)."""
+    aliases = dict(BUILTIN_BACKEND_ALIASES)
+    try:
+        from harness.backend import available_backends
+
+        for name, backend in available_backends().items():
+            aliases[name] = name
+            for alias in backend.aliases:
+                aliases[alias] = name
+    except Exception:  # a broken third-party plugin must not break validation of the built-ins
+        pass
+    return aliases
+
+
+def resolve_backend(name: str) -> str:
+    """Canonical backend name for a spelling (`tf` -> `tensorflow`); ValueError naming the choices."""
+    aliases = backend_aliases()
+    key = str(name).strip().lower()
+    if key == "all":
+        raise ValueError("'all' is a command-line choice; list the backends in the file")
+    if key not in aliases:
+        raise ValueError(f"unknown backend {name!r}: expected one of {', '.join(sorted(aliases))}")
+    return aliases[key]
+
+
+# --------------------------------------------------------------------------- loading
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """SafeLoader (no code execution) that refuses deep nesting and alias bombs."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_ALIASES} aliases")
+            return super().compose_node(parent, index)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.YAMLError(f"nesting deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse YAML text safely; InputError with the line and column of a syntax error."""
+    try:
+        return yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InputError(f"{source}: not valid YAML{where}: {exc.problem or exc}", source=source) from None
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
+        raise InputError(f"{source}: refused: {exc}", source=source) from None
+
+
+def read_scenario_file(path: str | os.PathLike) -> dict:
+    """Read and safely parse a scenario file into a mapping; InputError for any problem."""
+    source = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{source}: no such file (expected a scenario YAML file)", source=source)
+    if not p.is_file():
+        raise InputError(f"{source}: not a file (expected a scenario YAML file)", source=source)
+    size = p.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{source}: {size} bytes is too large for a scenario file (limit {MAX_FILE_BYTES})", source=source)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{source}: cannot read: {exc}", source=source) from None
+    data = parse_yaml(text, source)
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise InputError(f"{source}: the file is {kind}; expected a mapping with at least `name` and `workload`", source=source)
+    return data
+
+
+def _describe(error: dict) -> tuple[str, str]:
+    loc = ".".join(str(part) for part in error.get("loc", ()) if part not in ("function-after[_dims(), GemmParams]",))
+    msg = error.get("msg", "invalid")
+    value = error.get("input")
+    kind = error.get("type", "")
+    if kind == "extra_forbidden":
+        msg = "unknown field"
+    elif kind == "missing":
+        msg = "required field is missing"
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    if kind not in ("missing",) and not isinstance(value, dict):
+        msg = f"{msg} (got {shown})"
+    return loc, msg
+
+
+def format_validation_error(exc: ValidationError, source: str, prefix: str = "") -> InputError:
+    """One paragraph naming the file, each bad field's path and what was expected."""
+    parts = []
+    first_field = None
+    for error in exc.errors()[:8]:
+        loc, msg = _describe(error)
+        loc = f"{prefix}{loc}" if loc else prefix.rstrip(".") or "(top level)"
+        first_field = first_field or loc
+        parts.append(f"field `{loc}`: {msg}")
+    more = len(exc.errors()) - 8
+    if more > 0:
+        parts.append(f"and {more} more")
+    return InputError(f"{source}: " + "; ".join(parts), source=source, field=first_field)
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split a `--set KEY=VALUE`; the value is parsed as a YAML scalar or flow list."""
+    if "=" not in text:
+        raise InputError(f"--set {text!r}: expected KEY=VALUE (for example --set precision=bf16)", source="--set")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or not all(part.replace("_", "").isalnum() for part in key.split(".")):
+        raise InputError(f"--set {text!r}: {key!r} is not a parameter name (letters, digits, '_', '.')", source="--set")
+    if len(raw) > 10_000:
+        raise InputError(f"--set {key}: value too long", source="--set", field=key)
+    value = parse_yaml(raw, f"--set {key}") if raw.strip() else ""
+    if isinstance(value, dict):
+        raise InputError(f"--set {key}: expected a value or a list of values, got a mapping", source="--set", field=key)
+    return key, value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """A copy of the raw scenario mapping with each `--set KEY=VALUE` applied.
+
+    `KEY` is a workload parameter (a list value sweeps over it), `measure.FIELD`, `seed` or `name`.
+    Setting a swept parameter replaces its sweep.
+    """
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for text in overrides:
+        key, value = parse_override(text)
+        if key.startswith("measure."):
+            measure = dict(out.get("measure") or {})
+            measure[key.split(".", 1)[1]] = value
+            out["measure"] = measure
+        elif key in ("seed", "name"):
+            out[key] = value
+        elif "." in key:
+            raise InputError(f"--set {key}: expected a parameter name, measure.FIELD, seed or name", source="--set", field=key)
+        else:
+            params = dict(out.get("params") or {})
+            sweep = dict(out.get("sweep") or {})
+            if isinstance(value, list):
+                sweep[key] = value
+                params.pop(key, None)
+            else:
+                params[key] = value
+                sweep.pop(key, None)
+            out["params"] = params
+            out["sweep"] = sweep
+    return out
+
+
+def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RUNS) -> Scenario:
+    """Validate a raw mapping into a Scenario, params and every sweep point included.
+
+    A scenario that expands to more than `max_runs` runs is refused before anything is expanded.
+    """
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(exc, source) from None
+    runs = count_points(scenario) * len(scenario.backends) * len(scenario.devices)
+    if runs > max_runs:
+        raise InputError(
+            f"{source}: field `sweep`: expands to {runs} runs (points x backends x devices), more than the "
+            f"limit of {max_runs}; narrow the sweep or allow it with --max-runs {runs}",
+            source=source,
+            field="sweep",
+        )
+    workload = WORKLOADS[scenario.workload]
+    fields = set(workload.params_model.model_fields)
+    for key in scenario.sweep:
+        if key not in fields:
+            raise InputError(
+                f"{source}: field `sweep.{key}`: not a parameter of workload {scenario.workload} "
+                f"(expected one of {', '.join(sorted(fields))})",
+                source=source,
+                field=f"sweep.{key}",
+            )
+    for key in scenario.options:
+        try:
+            resolve_backend(key)
+        except ValueError as exc:
+            raise InputError(f"{source}: field `options.{key}`: {exc}", source=source, field=f"options.{key}") from None
+    for point in sweep_points(scenario):
+        try:
+            workload.validate({**scenario.params, **point})
+        except ValidationError as exc:
+            err = format_validation_error(exc, source, prefix="params.")
+            if point:
+                swept = ", ".join(f"{k}={v!r}" for k, v in point.items())
+                raise InputError(f"{err} (at sweep point {swept})", source=source, field=err.field) from None
+            raise err from None
+    if scenario.capacity is not None and "batch_size" not in fields:
+        raise InputError(f"{source}: field `capacity`: workload {scenario.workload} has no batch_size to search", source=source, field="capacity")
+    return scenario
+
+
+def sweep_points(scenario: Scenario) -> list[dict[str, Any]]:
+    """The cartesian product of the sweep, in file order; [{}] without a sweep."""
+    if not scenario.sweep:
+        return [{}]
+    keys = list(scenario.sweep)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(scenario.sweep[k] for k in keys))]
+
+
+def count_points(scenario: Scenario) -> int:
+    """How many sweep points the scenario expands to, without expanding it."""
+    return math.prod(len(v) for v in scenario.sweep.values()) if scenario.sweep else 1
+
+
+def load_scenario(
+    path: str | os.PathLike, overrides: list[str] | None = None, *, max_runs: int = DEFAULT_MAX_RUNS
+) -> Scenario:
+    """Read, override and validate a scenario file; InputError (exit 2) for any problem."""
+    source = str(path)
+    data = read_scenario_file(path)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return validate_scenario(data, source, max_runs=max_runs)

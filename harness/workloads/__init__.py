@@ -1,0 +1,20 @@
+"""Framework-neutral workloads: their parameters, headline metric, FLOP count and input data.
+
+Each backend implements the same workload names; what is written here is written once for all.
+"""
+
+from __future__ import annotations
+
+from harness.workloads.base import Workload
+from harness.workloads.gemm import GEMM
+from harness.workloads.resnet50_train import RESNET50_TRAIN
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (GEMM, RESNET50_TRAIN)}
+
+
+def get_workload(name: str) -> Workload:
+    """The workload registered under `name`; KeyError if none."""
+    return WORKLOADS[name]
+
+
+__all__ = ["WORKLOADS", "Workload", "get_workload"]

@@ -1,0 +1,101 @@
+"""ResNet-50 training throughput: synthetic images resident on the device, SGD with momentum.
+
+`model: resnet50` is ResNet-50 v1.5 exactly as torchvision builds it (stride on the 3x3 conv, no
+conv bias): 25,557,032 trainable parameters on every backend. `keras_resnet50_v1` is Keras's
+applications.ResNet50 (v1, conv bias, 25,636,712), offered only under its own name.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from harness.workloads.base import Execution, Params, Workload
+
+#: Trainable parameters of each model at 1000 classes (torchvision resnet50; keras ResNet50).
+MODEL_PARAMETERS = {"resnet50": 25_557_032, "keras_resnet50_v1": 25_636_712}
+
+STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # width, blocks, stride of first block
+EXPANSION = 4
+
+
+class ResNet50Params(Params):
+    """Parameters of resnet50_train."""
+
+    model: Literal["resnet50", "keras_resnet50_v1"] = "resnet50"
+    batch_size: int = Field(32, ge=1, le=65536)
+    image_size: int = Field(224, ge=32, le=2048)
+    num_classes: int = Field(1000, ge=2, le=1_000_000)
+    precision: Literal["fp32", "tf32", "amp_fp16", "amp_bf16"] = "fp32"
+    memory_format: Literal["channels_first", "channels_last"] = "channels_first"
+    recompute: Literal["none", "blocks"] = "none"
+    execution: Execution = "eager"
+    grad_accum: int = Field(1, ge=1, le=1024)
+    lr: float = Field(0.01, gt=0, le=10)
+    momentum: float = Field(0.9, ge=0, lt=1)
+
+
+def parameter_count(num_classes: int = 1000, model: str = "resnet50") -> int:
+    """Trainable parameters of the model with `num_classes` outputs (BatchNorm gamma and beta included)."""
+    base = MODEL_PARAMETERS[model]
+    return base - 1000 * 2049 + num_classes * 2049
+
+
+def _conv_out(size: int, kernel: int, stride: int, pad: int) -> int:
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+def forward_macs(image_size: int = 224, num_classes: int = 1000) -> int:
+    """Multiply-adds of one forward pass of ResNet-50 v1.5 for one image (convolutions and the classifier)."""
+    h = _conv_out(image_size, 7, 2, 3)
+    macs = 3 * 64 * 49 * h * h
+    h = _conv_out(h, 3, 2, 1)  # max pool
+    cin = 64
+    for width, blocks, stride in STAGES:
+        for i in range(blocks):
+            s = stride if i == 0 else 1
+            h_out = _conv_out(h, 3, s, 1)
+            macs += cin * width * h * h  # 1x1 reduce, stride 1
+            macs += width * width * 9 * h_out * h_out  # 3x3, stride s (v1.5)
+            macs += width * width * EXPANSION * h_out * h_out  # 1x1 expand
+            if i == 0:
+                macs += cin * width * EXPANSION * h_out * h_out  # projection shortcut
+            cin = width * EXPANSION
+            h = h_out
+    macs += cin * num_classes
+    return macs
+
+
+def train_flops_per_image(image_size: int = 224, num_classes: int = 1000) -> float:
+    """FLOPs of one training step per image: 2 FLOPs per multiply-add, training = 3 x forward."""
+    return 3.0 * 2.0 * forward_macs(image_size, num_classes)
+
+
+def synthetic_batch(p: ResNet50Params, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Images (N, 3, H, W) float32 standard normal and int64 labels, from the scenario's seed.
+
+    One micro-batch of batch_size images; every backend converts it to its own layout.
+    """
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((p.batch_size, 3, p.image_size, p.image_size), dtype=np.float32)
+    labels = rng.integers(0, p.num_classes, size=(p.batch_size,), dtype=np.int64)
+    return images, labels
+
+
+def _peak_precision(p: ResNet50Params) -> str:
+    return {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16"}[p.precision]
+
+
+RESNET50_TRAIN = Workload(
+    name="resnet50_train",
+    description="ResNet-50 v1.5 training step (SGD with momentum) on synthetic on-device data; headline images/s",
+    params_model=ResNet50Params,
+    metric="throughput",
+    unit="images/s",
+    # one step = grad_accum micro-batches of batch_size images
+    flops_per_step=lambda p: train_flops_per_image(p.image_size, p.num_classes) * p.batch_size * p.grad_accum,
+    items_per_step=lambda p: float(p.batch_size * p.grad_accum),
+    peak_precision=_peak_precision,
+)

@@ -1,0 +1,44 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def fake_backend(monkeypatch):
+    """Register tests.fake_backend as backend `fake` for this test and its worker processes."""
+    monkeypatch.setenv("HARNESS_BACKENDS", "fake=tests.fake_backend:FakeBackend")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return "fake"
+
+
+@pytest.fixture
+def write_scenario(tmp_path):
+    """Write a scenario mapping (or raw text) to a YAML file and return its path."""
+
+    def _write(data, name="scenario.yaml"):
+        path = tmp_path / name
+        path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        return str(path)
+
+    return _write
+
+
+@pytest.fixture
+def harness_cli(tmp_path):
+    """Run the real `harness` command in a subprocess: returns (exit code, stdout, stderr)."""
+    import subprocess
+
+    def _run(*args, timeout=600, env=None):
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", *args],
+            capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+            env={**os.environ, **(env or {})},
+        )
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return _run

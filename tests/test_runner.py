@@ -1,0 +1,117 @@
+"""The runner: one process per run; a raise, a hard exit, a signal, a hang each become a status."""
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.plan import RunSpec, run_key
+from harness.runner import Runner
+from harness.store import Store
+
+
+def spec(action="ok", timeout_s=120.0, **options) -> RunSpec:
+    params = {"size": 64, "m": None, "n": None, "k": None, "batch": 1, "precision": "fp32", "execution": "eager"}
+    return RunSpec(
+        run_id=f"r-{action}-{time.monotonic_ns()}",
+        session_id="s1",
+        run_key=run_key("t", "gemm", "fake", "cpu", {**params, "action": action}),
+        scenario="t",
+        workload="gemm",
+        backend="fake",
+        device="cpu",
+        params=params,
+        measure={"warmup": 1, "steps": 3, "repeats": 3, "timeout_s": timeout_s},
+        seed=0,
+        options={"action": action, **options},
+    )
+
+
+@pytest.fixture
+def runner(tmp_path, fake_backend):
+    store = Store(tmp_path / "r.db")
+    yield Runner(store)
+    store.close()
+
+
+def test_an_ok_run_is_a_complete_record(runner):
+    record = runner.execute(spec("ok"))
+    assert record["status"] == "ok", record.get("error")
+    assert len(record["samples"]) == 3
+    assert record["median"] > 0 and record["ci_low"] <= record["median"] <= record["ci_high"]
+    assert record["metric"] == "tflops" and record["unit"] == "TFLOP/s"
+    assert record["tflops"] == record["median"]
+    assert record["host_peak_rss_bytes"] > 10_000_000
+    assert record["env"]["python"] and record["env"]["packages"]["numpy"]
+    assert record["pct_of_peak"] is None  # a fake device has no datasheet: null, never zero
+
+
+@pytest.mark.parametrize(
+    "action, status, text",
+    [
+        ("raise", "failed", "planted failure"),
+        ("exit", "failed", "exited with code 3"),
+        ("kill", "failed", "SIGKILL"),
+        ("oom", "oom", "cannot allocate"),
+    ],
+)
+def test_a_broken_worker_gets_its_status_and_the_next_run_succeeds(runner, action, status, text):
+    outcome = runner.run([spec(action), spec("ok")])
+    first, second = outcome.records
+    assert first["status"] == status
+    assert text in first["error"]
+    assert second["status"] == "ok"
+    stored = {r["run_id"]: r["status"] for r in runner.store.records()}
+    assert stored == {first["run_id"]: status, second["run_id"]: "ok"}
+
+
+def test_a_hanging_worker_times_out_and_is_stopped(runner):
+    started = time.monotonic()
+    outcome = runner.run([spec("hang", timeout_s=3), spec("ok")])
+    assert time.monotonic() - started < 60
+    assert [r["status"] for r in outcome.records] == ["timeout", "ok"]
+    assert "3 s" in outcome.records[0]["error"]
+
+
+def test_a_backend_that_is_not_registered_is_unsupported_without_a_worker(runner):
+    record = runner.execute(dataclasses.replace(spec(), backend="nonexistent"))
+    assert record["status"] == "unsupported" and "nonexistent" in record["error"]
+    assert record["duration_s"] == 0.0
+
+
+def test_an_unmapped_technique_value_is_unsupported(runner):
+    record = runner.execute(dataclasses.replace(spec(), workload="resnet50_train", params={"recompute": "blocks"}))
+    # the fake backend declares no technique values for resnet50_train: nothing to reject, so it runs
+    assert record["status"] in ("ok", "failed")
+    params = dict(spec().params, execution="compiled")
+    record = runner.execute(dataclasses.replace(spec(), params={**params, "precision": "fp64"}))
+    assert record["status"] == "unsupported" and "precision='fp64'" in record["error"]
+
+
+def test_the_store_keeps_every_committed_row_after_the_session_is_killed(tmp_path, fake_backend, write_scenario):
+    path = write_scenario({
+        "name": "killme", "workload": "gemm", "params": {"size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 3, "timeout_s": 600},
+        "backends": ["fake"], "devices": ["cpu"],
+        "sweep": {"batch": [1, 2, 3, 4, 5, 6]},
+        "options": {"fake": {"action": "sleep", "seconds": 0.3, "marker": str(tmp_path / "marker")}},
+    })
+    db = tmp_path / "k.db"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db), "-q"],
+                            cwd=tmp_path, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        marker = tmp_path / "marker"
+        if marker.exists() and len(marker.read_text().split()) >= 4:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with Store(db) as store:
+        rows = store.records()
+    assert 3 <= len(rows) < 6
+    assert all(r["status"] == "ok" and r["samples"] for r in rows)

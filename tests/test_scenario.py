@@ -1,0 +1,149 @@
+"""Scenario files: every kind of bad input is a clear InputError; sweeps and overrides expand right."""
+
+import pytest
+
+from harness.errors import InputError
+from harness.plan import build_plan
+from harness.scenario import apply_overrides, count_points, load_scenario, parse_override, sweep_points
+
+GOOD = {
+    "name": "t",
+    "workload": "gemm",
+    "params": {"size": 64, "precision": "fp32"},
+    "measure": {"warmup": 1, "steps": 2, "repeats": 3},
+    "backends": ["torch", "tf"],
+    "devices": ["cpu"],
+}
+
+
+def _error(path, overrides=None) -> InputError:
+    with pytest.raises(InputError) as info:
+        load_scenario(path, overrides)
+    return info.value
+
+
+def test_a_good_file_validates_and_aliases_are_canonical(write_scenario):
+    scenario = load_scenario(write_scenario(GOOD))
+    assert scenario.backends == ["torch", "tensorflow"]
+    assert scenario.devices == ["cpu"]
+
+
+@pytest.mark.parametrize(
+    "change, field, expected",
+    [
+        ({"measure": {"steps": 0}}, "measure.steps", "greater than or equal to 1"),
+        ({"measure": {"steps": "many"}}, "measure.steps", "integer"),
+        ({"measure": {"wamup": 3}}, "measure.wamup", "unknown field"),
+        ({"workload": "bert"}, "workload", "expected one of"),
+        ({"backends": ["jax"]}, "backends", "unknown backend"),
+        ({"devices": ["tpu:0"]}, "devices", "cuda:N"),
+        ({"params": {"size": 64, "precision": "fp8"}}, "params.precision", "fp32"),
+        ({"params": {"size": -1}}, "params.size", "greater than or equal to 1"),
+        ({"params": {"size": 64, "colour": "red"}}, "params.colour", "unknown field"),
+        ({"sweep": {"size": []}}, "sweep", "empty"),
+        ({"sweep": {"nonsense": [1, 2]}}, "sweep.nonsense", "not a parameter"),
+        ({"sweep": {"precision": ["fp32", "fp9"]}}, "params.precision", "sweep point"),
+        ({"seed": -5}, "seed", "greater than or equal to 0"),
+        ({"extra_top": 1}, "extra_top", "unknown field"),
+    ],
+)
+def test_each_bad_field_is_named_with_what_was_expected(write_scenario, change, field, expected):
+    path = write_scenario({**GOOD, **change})
+    err = _error(path)
+    text = str(err)
+    assert text.startswith(path)
+    assert f"`{field}" in text
+    assert expected in text
+
+
+def test_missing_required_field_is_named(write_scenario):
+    data = dict(GOOD)
+    del data["workload"]
+    err = _error(write_scenario(data))
+    assert "`workload`" in str(err) and "required" in str(err)
+
+
+def test_syntax_error_gives_line_and_column(write_scenario):
+    err = _error(write_scenario("name: x\nworkload: gemm\nparams: {size: 3\n"))
+    assert "not valid YAML" in str(err) and "line" in str(err)
+
+
+def test_missing_file_and_non_mapping_are_clear(tmp_path, write_scenario):
+    assert "no such file" in str(_error(str(tmp_path / "absent.yaml")))
+    assert "expected a mapping" in str(_error(write_scenario("- just\n- a list\n")))
+    assert "empty" in str(_error(write_scenario("")))
+
+
+def test_python_object_tags_are_refused_not_executed(write_scenario, tmp_path):
+    flag = tmp_path / "pwned"
+    text = f"name: !!python/object/apply:os.system ['touch {flag}']\nworkload: gemm\n"
+    err = _error(write_scenario(text))
+    assert "not valid YAML" in str(err) or "refused" in str(err)
+    assert not flag.exists()
+
+
+def test_deep_nesting_and_alias_bombs_are_refused(write_scenario):
+    deep = "name: x\nworkload: gemm\nparams: " + "[" * 60 + "]" * 60 + "\n"
+    assert "nesting" in str(_error(write_scenario(deep)))
+    lines = ["a: &a [1, 2]"] + [f"b{i}: &b{i} [*{'a' if i == 0 else f'b{i-1}'}, *{'a' if i == 0 else f'b{i-1}'}]" for i in range(80)]
+    assert "aliases" in str(_error(write_scenario("\n".join(lines) + "\n")))
+
+
+def test_sweep_is_the_cartesian_product_in_file_order(write_scenario):
+    data = {**GOOD, "sweep": {"size": [32, 64, 128], "precision": ["fp32", "bf16"]}}
+    scenario = load_scenario(write_scenario(data))
+    points = sweep_points(scenario)
+    assert count_points(scenario) == 6
+    assert points[0] == {"size": 32, "precision": "fp32"}
+    assert points[1] == {"size": 32, "precision": "bf16"}
+    assert len({tuple(sorted(p.items())) for p in points}) == 6
+    plan = build_plan(scenario, "s")
+    assert len(plan) == 12  # 6 points x 2 backends x 1 device
+    assert {s.backend for s in plan} == {"torch", "tensorflow"}
+    assert len({s.run_key for s in plan}) == 12
+
+
+def test_overrides_take_the_declared_type_and_replace_a_sweep(write_scenario):
+    data = {**GOOD, "sweep": {"size": [32, 64]}}
+    scenario = load_scenario(write_scenario(data), ["size=4096", "precision=bf16", "measure.steps=7", "seed=3"])
+    assert scenario.sweep == {}
+    plan = build_plan(scenario, "s")
+    assert plan[0].params["size"] == 4096 and isinstance(plan[0].params["size"], int)
+    assert plan[0].params["precision"] == "bf16"
+    assert plan[0].measure["steps"] == 7 and plan[0].seed == 3
+
+
+def test_an_override_list_becomes_a_sweep(write_scenario):
+    scenario = load_scenario(write_scenario(GOOD), ["size=[16, 32]"])
+    assert scenario.sweep == {"size": [16, 32]}
+
+
+@pytest.mark.parametrize("text", ["size", "=3", "a b=3", "size={x: 1}", "size=[1,"])
+def test_malformed_overrides_are_clear_errors(text):
+    with pytest.raises(InputError) as info:
+        apply_overrides(dict(GOOD), [text])
+    assert "--set" in str(info.value)
+
+
+def test_override_with_a_wrong_type_names_the_field(write_scenario):
+    err = _error(write_scenario(GOOD), ["size=big"])
+    assert "`params.size`" in str(err) and "integer" in str(err)
+
+
+def test_parse_override_keeps_strings_and_numbers():
+    assert parse_override("precision=bf16") == ("precision", "bf16")
+    assert parse_override("measure.min_time_s=0.5") == ("measure.min_time_s", 0.5)
+
+
+def test_a_sweep_beyond_the_run_limit_is_refused_with_its_count(write_scenario):
+    data = {**GOOD, "sweep": {"size": list(range(1, 41)), "batch": list(range(1, 31))}}
+    path = write_scenario(data)
+    with pytest.raises(InputError) as info:
+        load_scenario(path)
+    assert "2400 runs" in str(info.value) and "--max-runs" in str(info.value)
+    assert count_points(load_scenario(path, max_runs=2400)) == 1200
+
+
+def test_gemm_needs_a_size_or_all_three_dimensions(write_scenario):
+    err = _error(write_scenario({**GOOD, "params": {"m": 4, "n": 4}}))
+    assert "size" in str(err) and "`params" in str(err)
