@@ -6,6 +6,7 @@ session goes on. The parent blocks in wait() (no busy-waiting) so it takes no co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -37,9 +38,11 @@ class Interrupted(Exception):
         super().__init__(signal.Signals(signum).name)
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(memory_limit_bytes: int | None = None) -> dict[str, str]:
     """The environment of a worker: the user's, plus what frameworks must read at import."""
     env = dict(os.environ)
+    if memory_limit_bytes:
+        env["HARNESS_MEMORY_LIMIT_BYTES"] = str(int(memory_limit_bytes))
     # NVML and CUDA number GPUs alike only in PCI bus order
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     # without it TF takes nearly all device memory at start and its allocator peak means nothing
@@ -96,8 +99,16 @@ class SessionOutcome:
 class Runner:
     """Runs specs in worker processes and writes each result to the store as soon as it exists."""
 
-    def __init__(self, store: Store, *, on_start: Callable | None = None, on_result: Callable | None = None):
+    def __init__(
+        self,
+        store: Store,
+        *,
+        on_start: Callable | None = None,
+        on_result: Callable | None = None,
+        memory_limit_bytes: int | None = None,
+    ):
         self.store = store
+        self.memory_limit_bytes = memory_limit_bytes
         self.on_start = on_start or (lambda i, n, spec: None)
         self.on_result = on_result or (lambda i, n, record: None)
         self._backends = available_backends()
@@ -137,7 +148,7 @@ class Runner:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=worker_env(),
+                    env=worker_env(self.memory_limit_bytes),
                     start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
                 )
                 try:
@@ -171,26 +182,34 @@ class Runner:
         which signal ended the session.
         """
         outcome = SessionOutcome()
-
-        def _raise(signum, frame):
-            raise Interrupted(signum)
-
-        previous = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        with trap_signals():
             try:
-                previous[sig] = signal.signal(sig, _raise)
-            except ValueError:  # not the main thread
-                pass
-        try:
-            for i, spec in enumerate(plan, 1):
-                self.on_start(i, len(plan), spec)
-                record = self.execute(spec)
-                self.store.add(record)
-                outcome.records.append(record)
-                self.on_result(i, len(plan), record)
-        except (Interrupted, KeyboardInterrupt) as exc:
-            outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                for i, spec in enumerate(plan, 1):
+                    self.on_start(i, len(plan), spec)
+                    record = self.execute(spec)
+                    self.store.add(record)
+                    outcome.records.append(record)
+                    self.on_result(i, len(plan), record)
+            except (Interrupted, KeyboardInterrupt) as exc:
+                outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         return outcome
+
+
+@contextlib.contextmanager
+def trap_signals():
+    """Turn SIGINT and SIGTERM into Interrupted for the duration (main thread only)."""
+
+    def _raise(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, _raise)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -52,6 +52,7 @@ class Capacity(BaseModel):
 
     start: int = Field(1, ge=1, le=1_000_000)
     limit: int = Field(65536, ge=1, le=10_000_000)
+    resolution: int = Field(1, ge=1, le=1_000_000)
 
 
 class Scenario(BaseModel):

@@ -132,8 +132,24 @@ def write_json_atomic(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def apply_memory_limit() -> None:
+    """Cap this process's data segment at HARNESS_MEMORY_LIMIT_BYTES (a smaller machine, emulated).
+
+    RLIMIT_DATA bounds private writable memory (heap and anonymous mappings, Linux >= 4.7), so
+    framework allocations beyond it fail as out-of-memory errors, while the large virtual
+    reservations of shared libraries that RLIMIT_AS would also count do not.
+    """
+    limit = os.environ.get("HARNESS_MEMORY_LIMIT_BYTES")
+    if not limit:
+        return
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (int(limit), int(limit)))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    apply_memory_limit()
     spec_path, result_path = argv
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)

@@ -42,3 +42,16 @@ def harness_cli(tmp_path):
         return proc.returncode, proc.stdout, proc.stderr
 
     return _run
+
+
+#: Counts the reliability tests add to; printed at the end of the session and kept in docs/reliability.md.
+from collections import Counter  # noqa: E402
+
+RELIABILITY: Counter = Counter()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if RELIABILITY:
+        terminalreporter.section("reliability counts")
+        for key, value in sorted(RELIABILITY.items()):
+            terminalreporter.write_line(f"{key}: {value}")

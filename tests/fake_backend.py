@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from harness.backend import Backend
+from harness.errors import Unsupported
 from harness.measure import WallClock, run_timed
 
 
@@ -35,6 +36,8 @@ class FakeBackend(Backend):
             os.kill(os.getpid(), signal.SIGKILL)
         if action == "hang":
             time.sleep(3600)
+        if action == "unsupported":
+            raise Unsupported("planted: no such technique here")
         if action == "oom":
             raise MemoryError("planted: cannot allocate")
         if action == "sleep":

@@ -9,6 +9,20 @@ import sys
 import click
 
 BACKEND_CHOICES = ("torch", "pytorch", "tf", "tensorflow", "all")
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
+          "g": 10**9, "gb": 10**9, "gib": 1024**3, "t": 10**12, "tb": 10**12, "tib": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from a size such as 512MiB, 4GiB, 2G or 1000000; InputError otherwise."""
+    import re
+
+    from harness.errors import InputError
+
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text or "")
+    if not match or match.group(2).lower() not in _UNITS or float(match.group(1)) <= 0:
+        raise InputError(f"--memory-limit {text!r}: expected a size such as 512MiB, 4GiB or 2G", field="--memory-limit")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 def _progress_start(i: int, n: int, spec) -> None:
@@ -41,9 +55,11 @@ def _progress_result(i: int, n: int, record: dict) -> None:
 @click.option("--resume", "resume", default=None, metavar="SESSION",
               help="Rerun the runs of a stored session that have no ok result.")
 @click.option("--find-max-batch", is_flag=True, help="Search the largest batch_size that fits, per configuration.")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="Cap each worker's host memory (e.g. 4GiB): emulate a smaller machine on the CPU.")
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
 def command(scenario_file, backends, devices, overrides, store_path, timeout, max_runs, dry_run, resume,
-            find_max_batch, quiet) -> None:
+            find_max_batch, memory_limit, quiet) -> None:
     """Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`)."""
     from harness.bundled import resolve_scenario_path
     from harness.devices import normalize_device
@@ -102,7 +118,8 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     for warning in environment_warnings():
         click.echo(f"warning: {warning}", err=True)
     click.echo(f"session {session_id}: {len(plan)} run(s); results go to {store.path}", err=True)
-    runner = Runner(store, on_start=None if quiet else _progress_start, on_result=None if quiet else _progress_result)
+    runner = Runner(store, on_start=None if quiet else _progress_start, on_result=None if quiet else _progress_result,
+                    memory_limit_bytes=parse_size(memory_limit) if memory_limit else None)
     if scenario is not None and (find_max_batch or scenario.capacity is not None):
         from harness.capacity import find_max_batch as search
 

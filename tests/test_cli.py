@@ -1,0 +1,124 @@
+"""The command line: exit codes, no framework imported where none is needed, exports."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.store import Store
+
+FRAMEWORKS = ("torch", "tensorflow", "keras", "torchvision", "jax")
+
+
+def _modules_after(args):
+    code = (
+        "import sys\nfrom harness.cli import main\n"
+        f"try:\n    main({args!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = [l for l in out.stdout.splitlines() if l.startswith("LOADED")]
+    assert line, out.stderr
+    return line[0]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["validate", "scenarios/gemm.yaml"], ["list"], ["run", "scenarios/gemm.yaml", "--dry-run"]])
+def test_help_validate_list_and_dry_run_import_no_framework(args):
+    assert _modules_after(args) == "LOADED []"
+
+
+def _fake(write_scenario, tmp_path, action="ok", runs=1, **extra):
+    return write_scenario({
+        "name": f"cli-{action}", "workload": "gemm", "params": {"size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 60},
+        "backends": ["fake"], "devices": ["cpu"], "sweep": {"batch": list(range(1, runs + 1))},
+        "options": {"fake": {"action": action, **extra}},
+    }, name=f"{action}.yaml")
+
+
+def test_exit_0_when_all_ok_and_1_when_a_run_failed(tmp_path, fake_backend, write_scenario, harness_cli):
+    code, out, err = harness_cli("run", _fake(write_scenario, tmp_path), "--store", "a.db")
+    assert code == 0, err
+    assert "ok" in out and "fake" in out  # the summary table
+    code, out, err = harness_cli("run", _fake(write_scenario, tmp_path, "raise"), "--store", "a.db")
+    assert code == 1
+    assert "planted failure" in out and "1 of 1 run(s) did not succeed" in err
+
+
+def test_unsupported_is_an_answer_not_a_failure(tmp_path, fake_backend, write_scenario, harness_cli):
+    code, out, err = harness_cli("run", _fake(write_scenario, tmp_path, "unsupported"), "--store", "u.db")
+    assert code == 0, err
+    assert "unsupported" in out and "planted: no such technique here" in out
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, fake_backend, write_scenario, harness_cli):
+    code, out, err = harness_cli("run", _fake(write_scenario, tmp_path, runs=3), "--dry-run", "--store", "d.db")
+    assert code == 0 and "plan: 3 run(s)" in out
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_bad_input_exits_2_naming_file_and_field(tmp_path, write_scenario, harness_cli):
+    path = write_scenario({"name": "x", "workload": "gemm", "params": {"size": "huge"}})
+    code, out, err = harness_cli("validate", path)
+    assert code == 2 and path in err and "`params.size`" in err and "Traceback" not in err
+    code, out, err = harness_cli("run", path, "--backend", "mxnet")
+    assert code == 2 and "Traceback" not in err
+    code, out, err = harness_cli("run", "scenarios/none.yaml")
+    assert code == 2 and "no such file" in err
+    code, out, err = harness_cli("run", str(path), "--set", "precision")
+    assert code == 2 and "KEY=VALUE" in err
+    good = write_scenario({"name": "x", "workload": "gemm", "params": {"size": 8}}, name="good.yaml")
+    code, out, err = harness_cli("run", good, "--device", "tpu")
+    assert code == 2 and "cuda:N" in err
+
+
+def test_results_exports_json_csv_and_table(tmp_path, fake_backend, write_scenario, harness_cli):
+    code, _, err = harness_cli("run", _fake(write_scenario, tmp_path, runs=2), "--store", "r.db", "-q")
+    assert code == 0, err
+    code, out, _ = harness_cli("results", "--store", "r.db", "--format", "json")
+    records = json.loads(out)
+    assert isinstance(records, list) and len(records) == 2
+    for name in ("run_id", "session_id", "scenario", "workload", "backend", "framework_version", "device",
+                 "device_name", "params", "api", "status", "error", "metric", "unit", "median", "iqr", "ci_low",
+                 "ci_high", "cv", "samples", "step_time_s", "first_step_s", "peak_allocated_bytes",
+                 "device_used_bytes", "host_peak_rss_bytes", "tflops", "pct_of_peak", "energy_j", "avg_power_w",
+                 "checks", "env", "started_at", "duration_s", "schema_version"):
+        assert name in records[0], name
+    assert records[0]["pct_of_peak"] is None and records[0]["energy_j"] is None  # not measured: null
+    code, out, _ = harness_cli("results", "--store", "r.db", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 2 and json.loads(rows[0]["params"])["size"] == 32
+    code, out, _ = harness_cli("results", "--store", "r.db")
+    assert code == 0 and "median [95% CI]" in out
+    code, out, err = harness_cli("results", "--store", "r.db", "--format", "parquet", "-o", "r.parquet")
+    assert code == 0, err
+    import pandas as pd
+
+    assert len(pd.read_parquet(tmp_path / "r.parquet")) == 2
+
+
+def test_load_results_returns_one_row_per_record(tmp_path, fake_backend, write_scenario, harness_cli):
+    import harness
+
+    code, _, err = harness_cli("run", _fake(write_scenario, tmp_path, runs=3), "--store", "l.db", "-q")
+    assert code == 0, err
+    frame = harness.load_results(tmp_path / "l.db")
+    assert len(frame) == 3 and list(frame.columns[:3]) == ["schema_version", "run_id", "session_id"]
+    assert set(frame["status"]) == {"ok"} and frame["params"].map(lambda p: p["batch"]).tolist() == [1, 2, 3]
+
+
+def test_the_store_environment_variable_is_honoured(tmp_path, fake_backend, write_scenario, harness_cli):
+    code, _, err = harness_cli("run", _fake(write_scenario, tmp_path), "-q", env={"HARNESS_STORE": str(tmp_path / "env.db")})
+    assert code == 0, err
+    with Store(tmp_path / "env.db") as store:
+        assert len(store.records()) == 1
+
+
+def test_list_shows_scenarios_workloads_and_backends(harness_cli):
+    code, out, err = harness_cli("list")
+    assert code == 0, err
+    assert "quickstart" in out and "resnet50_train" in out
+    assert "torch" in out and "tensorflow" in out

@@ -1,0 +1,105 @@
+"""Hostile input: thousands of generated malformed scenario files and --set values; each is a clear
+error (InputError -> exit 2), none a traceback."""
+
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.cli import main
+from harness.errors import InputError
+from harness.scenario import load_scenario
+
+from tests.conftest import RELIABILITY
+
+GOOD = {
+    "name": "fuzz", "workload": "gemm", "params": {"size": 64, "precision": "fp32"},
+    "measure": {"warmup": 1, "steps": 2, "repeats": 3}, "backends": ["torch"], "devices": ["cpu"],
+}
+FIELDS = ["name", "workload", "params", "measure", "backends", "devices", "seed", "sweep", "options", "capacity",
+          "params.size", "params.precision", "params.batch", "measure.steps", "measure.warmup", "measure.timeout_s",
+          "sweep.size", "sweep.precision", "unknown", "params.unknown"]
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
+                    st.text(max_size=20))
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                        st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                      max_leaves=12)
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+def _check(path, overrides=None):
+    """Load; return 'valid' or 'error'; anything but InputError fails the test."""
+    try:
+        load_scenario(path, overrides)
+        return "valid"
+    except InputError as exc:
+        text = str(exc)
+        assert text and "Traceback" not in text
+        return "error"
+
+
+def _set(data, dotted, value):
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    head, _, tail = dotted.partition(".")
+    if tail:
+        inner = out.get(head) if isinstance(out.get(head), dict) else {}
+        out[head] = {**inner, tail: value}
+    else:
+        out[head] = value
+    return out
+
+
+@settings(max_examples=1200, **SETTINGS)
+@given(mutations=st.lists(st.tuples(st.sampled_from(FIELDS), values), min_size=1, max_size=3))
+def test_mutated_scenarios_are_valid_or_a_clear_error(tmp_path, mutations):
+    data = dict(GOOD)
+    for field, value in mutations:
+        data = _set(data, field, value)
+    path = tmp_path / "fuzz.yaml"
+    try:
+        text = yaml.safe_dump(data, sort_keys=False)
+    except yaml.YAMLError:
+        return
+    path.write_text(text, encoding="utf-8")
+    RELIABILITY[f"generated scenario files: {_check(str(path))}"] += 1
+
+
+@settings(max_examples=1000, **SETTINGS)
+@given(text=st.text(max_size=300))
+def test_arbitrary_text_files_are_valid_or_a_clear_error(tmp_path, text):
+    path = tmp_path / "raw.yaml"
+    path.write_text(text, encoding="utf-8")
+    RELIABILITY[f"generated raw texts: {_check(str(path))}"] += 1
+
+
+@settings(max_examples=600, **SETTINGS)
+@given(overrides=st.lists(st.one_of(st.text(max_size=30),
+                                    st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["size", "precision", "measure.steps", "seed", "batch", "x.y.z", "name"]), st.text(max_size=15))),
+                          min_size=1, max_size=3))
+def test_arbitrary_set_values_are_valid_or_a_clear_error(tmp_path, overrides):
+    path = tmp_path / "good.yaml"
+    path.write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    RELIABILITY[f"generated --set values: {_check(str(path), overrides)}"] += 1
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(mutations=st.lists(st.tuples(st.sampled_from(FIELDS), values), min_size=1, max_size=2),
+       overrides=st.lists(st.text(max_size=20), max_size=2))
+def test_the_cli_exits_2_without_a_traceback_on_bad_input(tmp_path, mutations, overrides):
+    data = dict(GOOD)
+    for field, value in mutations:
+        data = _set(data, field, value)
+    path = tmp_path / "cli.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    args = ["validate", str(path)]
+    for o in overrides:
+        args += ["--set", o]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (0, 2), result.output
+    assert "Traceback" not in result.output
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+    if result.exit_code == 2:
+        assert "error" in result.output.lower()
+    RELIABILITY[f"CLI invocations exiting {result.exit_code}"] += 1
