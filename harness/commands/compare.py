@@ -1,0 +1,100 @@
+"""`harness compare`: stored results side by side, with ratios, confidence intervals and significance."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+def _plain(value):
+    # JSON has no NaN: a figure that is missing is null
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return value
+
+
+@click.command("compare")
+@click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
+@click.option("--by", "by", multiple=True, metavar="FIELD",
+              help="Field to compare: backend, device, device_name, framework_version, session_id or a neutral "
+                   "parameter (precision, batch_size, execution, ...). Repeatable, or comma-separated.")
+@click.option("--baseline", default=None, metavar="VALUE",
+              help="The value of the --by field(s) the others are compared with (default: the first seen).")
+@click.option("--session", "sessions", multiple=True, metavar="ID",
+              help="Only these sessions; two or more without --by compare the sessions, the first as baseline.")
+@click.option("--metric", default="median", show_default=True,
+              help="median (the headline, on raw samples), or a record field: step_time_s, peak_allocated_bytes, ...")
+@click.option("--fail-if-slower", "fail_pct", type=float, default=None, metavar="PCT",
+              help="Exit 1 when a matched row is significantly slower than its baseline by more than PCT percent.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+def command(store_path, by, baseline, sessions, metric, fail_pct, fmt) -> None:
+    """Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict."""
+    from harness.compare import (
+        compare, describe_common, display_rows, fail_if_slower, load_records, parse_by, slowdown_pct,
+    )
+    from harness.errors import InputError
+
+    by = parse_by(by)
+    if fail_pct is not None and fail_pct < 0:
+        raise InputError(f"--fail-if-slower {fail_pct:g}: expected a percentage >= 0", field="--fail-if-slower")
+    if not by:
+        if len(sessions) < 2:
+            raise InputError("give --by FIELD, or two --session IDs to compare sessions", field="--by")
+        by = ["session_id"]
+    records = load_records(store_path, sessions)
+    if by == ["session_id"]:
+        # the first --session is the baseline; a session may be named by a unique prefix of its id
+        ids = list(dict.fromkeys(r["session_id"] for r in records))
+        wanted = baseline if baseline is not None else (sessions[0] if sessions else None)
+        matches = [s for s in ids if wanted is not None and str(s).startswith(wanted)]
+        if wanted is not None:
+            baseline = matches[0] if wanted not in ids and len(matches) == 1 else wanted
+    table = compare(records, by, baseline, metric)
+
+    if fmt == "json":
+        rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict(orient="records")]
+        click.echo(json.dumps(rows, indent=1, default=str))
+    elif fmt == "csv":
+        click.echo(table.to_csv(index=False), nl=False)
+    else:
+        common, rows = display_rows(table)
+        if fmt == "markdown":
+            from harness.report import markdown_table
+
+            click.echo(describe_common(common) + "\n")
+            click.echo(markdown_table(rows))
+        else:
+            from harness.table import render
+
+            click.echo(describe_common(common))
+            click.echo(render(rows))
+
+    if fail_pct is not None:
+        common, _ = display_rows(table)
+        regressed = fail_if_slower(table, fail_pct)
+        for row in regressed:
+            click.echo(
+                f"regression: {row['value']} is {slowdown_pct(row):.1f}% slower than {row['baseline']}"
+                f" (ratio {row['ratio']:.4g} [{row['ratio_ci_low']:.4g}, {row['ratio_ci_high']:.4g}],"
+                f" p={row['p_value']:.2g}){_where(row, common)}",
+                err=True,
+            )
+        if regressed:
+            click.echo(f"{len(regressed)} row(s) slower by more than {fail_pct:g}%", err=True)
+            click.get_current_context().exit(1)
+        click.echo(f"no row slower by more than {fail_pct:g}%", err=True)
+
+
+def _where(row: dict, common: dict) -> str:
+    """The match fields that tell this row from the others ('' when there is one kind of row)."""
+    from harness.compare import DATASHEET_COLUMNS, RESULT_COLUMNS
+
+    skip = set(RESULT_COLUMNS) | set(DATASHEET_COLUMNS) | set(common)
+    where = ", ".join(f"{k}={v}" for k, v in row.items() if k not in skip and v is not None and v == v)
+    return f" for {where}" if where else ""
