@@ -164,9 +164,12 @@ class _LimitedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML text safely; InputError with the line and column of a syntax error."""
+def parse_yaml(text: str, source: str, *, documents: bool = False) -> Any:
+    """Parse YAML text safely (a list of every document if `documents`); InputError with the line
+    and column of a syntax error."""
     try:
+        if documents:
+            return list(yaml.load_all(text, Loader=_LimitedLoader))  # noqa: S506 - a SafeLoader subclass
         return yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
@@ -176,8 +179,12 @@ def parse_yaml(text: str, source: str) -> Any:
         raise InputError(f"{source}: refused: {exc}", source=source) from None
 
 
-def read_scenario_file(path: str | os.PathLike) -> dict:
-    """Read and safely parse a scenario file into a mapping; InputError for any problem."""
+def read_scenario_documents(path: str | os.PathLike) -> list[dict]:
+    """Read and safely parse a scenario file into its mappings, one per YAML document (`---`).
+
+    A file may hold several scenarios (several workloads measured in one session); each document
+    must be a mapping. InputError for any problem.
+    """
     source = str(path)
     p = Path(path)
     if not p.exists():
@@ -191,11 +198,22 @@ def read_scenario_file(path: str | os.PathLike) -> dict:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{source}: cannot read: {exc}", source=source) from None
-    data = parse_yaml(text, source)
-    if not isinstance(data, dict):
-        kind = "empty" if data is None else f"a {type(data).__name__}"
-        raise InputError(f"{source}: the file is {kind}; expected a mapping with at least `name` and `workload`", source=source)
-    return data
+    documents = [d for d in parse_yaml(text, source, documents=True) if d is not None]
+    if not documents:
+        raise InputError(f"{source}: the file is empty; expected a mapping with at least `name` and `workload`", source=source)
+    for i, data in enumerate(documents, 1):
+        if not isinstance(data, dict):
+            where = f" (document {i})" if len(documents) > 1 else ""
+            raise InputError(
+                f"{source}{where}: the file is a {type(data).__name__}; expected a mapping with at least `name` and `workload`",
+                source=source,
+            )
+    return documents
+
+
+def read_scenario_file(path: str | os.PathLike) -> dict:
+    """The first scenario mapping of a file (see read_scenario_documents)."""
+    return read_scenario_documents(path)[0]
 
 
 def _describe(error: dict) -> tuple[str, str]:
@@ -336,12 +354,45 @@ def count_points(scenario: Scenario) -> int:
     return math.prod(len(v) for v in scenario.sweep.values()) if scenario.sweep else 1
 
 
+def load_scenarios(
+    path: str | os.PathLike, overrides: list[str] | None = None, *, max_runs: int = DEFAULT_MAX_RUNS
+) -> list[Scenario]:
+    """Read, override and validate every scenario of a file; InputError (exit 2) for any problem.
+
+    A `--set` of a workload parameter applies to the documents whose workload has it; one that
+    no document has is an error. `max_runs` bounds the runs of all documents together.
+    """
+    source = str(path)
+    documents = read_scenario_documents(path)
+    overrides = list(overrides or [])
+    for text in overrides:
+        key, _ = parse_override(text)
+        if "." in key or key in ("seed", "name"):
+            continue
+        fields = [set(WORKLOADS[d["workload"]].params_model.model_fields) for d in documents if d.get("workload") in WORKLOADS]
+        if fields and not any(key in f for f in fields):
+            known = sorted(set().union(*fields))
+            raise InputError(f"--set {key}: not a parameter of this scenario's workload(s) (expected one of {', '.join(known)})",
+                             source="--set", field=key)
+    scenarios = []
+    for i, data in enumerate(documents, 1):
+        where = f"{source} (document {i})" if len(documents) > 1 else source
+        workload = WORKLOADS.get(data.get("workload"))
+        mine = [
+            o for o in overrides
+            if workload is None or "." in parse_override(o)[0] or parse_override(o)[0] in ("seed", "name")
+            or parse_override(o)[0] in workload.params_model.model_fields
+        ]
+        scenarios.append(validate_scenario(apply_overrides(data, mine) if mine else data, where, max_runs=max_runs))
+    runs = sum(count_points(s) * len(s.backends) * len(s.devices) for s in scenarios)
+    if runs > max_runs:
+        raise InputError(f"{source}: its scenarios expand to {runs} runs, more than the limit of {max_runs}; "
+                         f"allow it with --max-runs {runs}", source=source, field="sweep")
+    return scenarios
+
+
 def load_scenario(
     path: str | os.PathLike, overrides: list[str] | None = None, *, max_runs: int = DEFAULT_MAX_RUNS
 ) -> Scenario:
-    """Read, override and validate a scenario file; InputError (exit 2) for any problem."""
-    source = str(path)
-    data = read_scenario_file(path)
-    if overrides:
-        data = apply_overrides(data, overrides)
-    return validate_scenario(data, source, max_runs=max_runs)
+    """The first scenario of a file, read, overridden and validated (see load_scenarios)."""
+    return load_scenarios(path, overrides, max_runs=max_runs)[0]

@@ -147,3 +147,32 @@ def test_a_sweep_beyond_the_run_limit_is_refused_with_its_count(write_scenario):
 def test_gemm_needs_a_size_or_all_three_dimensions(write_scenario):
     err = _error(write_scenario({**GOOD, "params": {"m": 4, "n": 4}}))
     assert "size" in str(err) and "`params" in str(err)
+
+
+def test_a_file_of_several_documents_is_several_scenarios_and_set_applies_where_it_fits(write_scenario):
+    from harness.scenario import load_scenarios
+
+    text = (
+        "name: g\nworkload: gemm\nparams: {size: 64}\n---\n"
+        "name: r\nworkload: resnet50_train\nparams: {batch_size: 2, image_size: 32}\n"
+    )
+    path = write_scenario(text)
+    gemm, resnet = load_scenarios(path, ["size=128", "batch_size=4"])
+    assert gemm.params["size"] == 128 and resnet.params["batch_size"] == 4
+    with pytest.raises(InputError) as info:
+        load_scenarios(path, ["colour=red"])
+    assert "--set colour" in str(info.value)
+    bad = write_scenario(text + "---\nname: x\nworkload: gemm\nparams: {size: -1}\n", name="bad.yaml")
+    with pytest.raises(InputError) as info:
+        load_scenarios(bad)
+    assert "(document 3)" in str(info.value) and "`params.size`" in str(info.value)
+
+
+def test_every_bundled_scenario_is_valid():
+    from harness.bundled import bundled_scenarios
+    from harness.scenario import load_scenarios
+
+    names = {p.stem for p in bundled_scenarios()}
+    assert {"quickstart", "gemm", "gpu_comparison", "resnet50_train", "mixed_precision", "recompute", "graph_capture"} <= names
+    for path in bundled_scenarios():
+        assert load_scenarios(path)

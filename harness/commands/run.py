@@ -68,7 +68,8 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     from harness.plan import RunSpec, build_plan, new_id
     from harness.record import FAILING_STATUSES
     from harness.runner import Runner
-    from harness.scenario import DEFAULT_MAX_RUNS, load_scenario, resolve_backend
+    from harness.scenario import DEFAULT_MAX_RUNS, load_scenarios, resolve_backend
+    from harness.workloads import WORKLOADS
     from harness.store import Store
     from harness.table import summary_table
 
@@ -77,7 +78,7 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     if not resume and not scenario_file:
         raise InputError("missing SCENARIO_FILE (or --resume SESSION)", field="SCENARIO_FILE")
 
-    scenario = None
+    capacity_mode = False
     if resume:
         store = Store(store_path)
         session = store.session(resume)
@@ -89,7 +90,7 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
         click.echo(f"resuming session {session_id}: {len(plan)} of {len(session['plan'])} run(s) have no ok result", err=True)
     else:
         path = resolve_scenario_path(scenario_file)
-        scenario = load_scenario(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS)
+        scenarios = load_scenarios(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS)
         chosen = None
         if backends and "all" not in [b.lower() for b in backends]:
             chosen = []
@@ -99,13 +100,15 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
                     chosen.append(name)
         chosen_devices = [normalize_device(d) for d in devices] or None
         session_id = new_id()
-        plan = build_plan(scenario, session_id, backends=chosen, devices=chosen_devices, timeout_s=timeout)
+        groups = [(s, build_plan(s, session_id, backends=chosen, devices=chosen_devices, timeout_s=timeout)) for s in scenarios]
+        plan = [spec for _, specs in groups for spec in specs]
         if len(plan) > (max_runs or DEFAULT_MAX_RUNS):
             raise InputError(f"{path}: the plan has {len(plan)} runs, more than --max-runs {max_runs or DEFAULT_MAX_RUNS}",
                              field="--max-runs")
-        if find_max_batch or scenario.capacity is not None:
-            if "batch_size" not in plan[0].params:
-                raise InputError(f"{path}: --find-max-batch: workload {scenario.workload} has no batch_size", field="--find-max-batch")
+        capacity_mode = find_max_batch or any(s.capacity is not None for s in scenarios)
+        for s in scenarios:
+            if capacity_mode and "batch_size" not in WORKLOADS[s.workload].params_model.model_fields:
+                raise InputError(f"{path}: --find-max-batch: workload {s.workload} has no batch_size", field="--find-max-batch")
         if dry_run:
             click.echo(f"plan: {len(plan)} run(s), session {session_id} (dry run: nothing executed)")
             for i, spec in enumerate(plan, 1):
@@ -120,11 +123,17 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     click.echo(f"session {session_id}: {len(plan)} run(s); results go to {store.path}", err=True)
     runner = Runner(store, on_start=None if quiet else _progress_start, on_result=None if quiet else _progress_result,
                     memory_limit_bytes=parse_size(memory_limit) if memory_limit else None)
-    if scenario is not None and (find_max_batch or scenario.capacity is not None):
+    if capacity_mode:
         from harness.capacity import find_max_batch as search
+        from harness.runner import SessionOutcome
 
-        capacity = scenario.capacity.model_dump() if scenario.capacity else {}
-        outcome = search(runner, plan, **capacity)
+        outcome = SessionOutcome()
+        for s, specs in groups:
+            part = search(runner, specs, **(s.capacity.model_dump() if s.capacity else {}))
+            outcome.records.extend(part.records)
+            if part.interrupted:
+                outcome.interrupted = part.interrupted
+                break
     else:
         outcome = runner.run(plan)
 

@@ -12,13 +12,13 @@ import click
 def command(scenario_file: str, overrides: tuple[str, ...], max_runs: int | None) -> None:
     """Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not."""
     from harness.bundled import resolve_scenario_path
-    from harness.scenario import DEFAULT_MAX_RUNS, count_points, load_scenario
+    from harness.scenario import DEFAULT_MAX_RUNS, count_points, load_scenarios
 
     path = resolve_scenario_path(scenario_file)
-    scenario = load_scenario(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS)
-    points = count_points(scenario)
-    runs = points * len(scenario.backends) * len(scenario.devices)
-    click.echo(
-        f"{path}: ok: {scenario.name} ({scenario.workload}), {points} sweep point(s) x "
-        f"{len(scenario.backends)} backend(s) x {len(scenario.devices)} device(s) = {runs} run(s)"
-    )
+    for scenario in load_scenarios(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS):
+        points = count_points(scenario)
+        runs = points * len(scenario.backends) * len(scenario.devices)
+        click.echo(
+            f"{path}: ok: {scenario.name} ({scenario.workload}), {points} sweep point(s) x "
+            f"{len(scenario.backends)} backend(s) x {len(scenario.devices)} device(s) = {runs} run(s)"
+        )
