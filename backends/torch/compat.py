@@ -1,0 +1,188 @@
+"""Every difference between torch releases (2.0.1 through 2.14) that the backend meets.
+
+Each branch is named by the release that needs it. torch is imported inside the functions only,
+so importing this module costs nothing in the parent process.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+from typing import Any, Callable
+
+from harness.errors import Unsupported
+
+
+def torch_version() -> tuple[int, int]:
+    """(major, minor) of the imported torch (`2.14.1+cu130` -> (2, 14))."""
+    import torch
+
+    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+# --- precision -------------------------------------------------------------------------------
+
+
+def set_tf32(enabled: bool) -> str:
+    """Turn TF32 on or off for matmul and cuDNN convolutions, explicitly; return the settings as read back.
+
+    torch's defaults differ (matmul off, cuDNN on), so both flags are always written. The legacy
+    `allow_tf32` flags exist in every release from 2.0 to 2.14 (2.9 added `fp32_precision`, which
+    follows them); `set_float32_matmul_precision` also decides whether the CPU's oneDNN may
+    round fp32 matmul inputs, so fp32 asks for "highest".
+    """
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    return (
+        f"torch.backends.cuda.matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
+        f"torch.backends.cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
+        f"torch.set_float32_matmul_precision({torch.get_float32_matmul_precision()!r})"
+    )
+
+
+def autocast(device_type: str, dtype: Any):
+    """A `torch.autocast` context for device_type and dtype; Unsupported where this torch would disable it.
+
+    torch 2.0-2.1: CPU autocast knows only bfloat16 and turns itself off, with a warning, for
+    float16 (CPU float16 autocast arrived in 2.2). The context says whether it stayed enabled.
+    """
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        context = torch.autocast(device_type=device_type, dtype=dtype)
+    if not getattr(context, "_enabled", True):
+        said = "; ".join(str(w.message).splitlines()[0] for w in caught)
+        raise Unsupported(
+            f"torch {torch.__version__} has no {device_type} autocast to {dtype}" + (f" ({said})" if said else "")
+        )
+    return context
+
+
+def grad_scaler(device_type: str) -> tuple[Any, str]:
+    """A GradScaler for float16 autocast on device_type, and the API named as used.
+
+    torch >= 2.3: `torch.amp.GradScaler(device)`, CUDA and CPU. torch 2.0-2.2: only
+    `torch.cuda.amp.GradScaler()`, so a CPU float16 run is unsupported there.
+    """
+    import torch
+
+    if torch_version() >= (2, 3):
+        return torch.amp.GradScaler(device_type), f"torch.amp.GradScaler({device_type!r})"
+    if device_type == "cuda":
+        return torch.cuda.amp.GradScaler(), "torch.cuda.amp.GradScaler()"
+    raise Unsupported(f"torch {torch.__version__} has no GradScaler for the {device_type} (torch.amp.GradScaler arrived in 2.3)")
+
+
+def matmul_supported(dtype: Any, device: Any) -> str | None:
+    """Why torch cannot multiply `dtype` matrices on `device`, or None if it can.
+
+    torch 2.0.x has no float16 addmm/bmm on the CPU ("addmm_impl_cpu_" not implemented for 'Half');
+    later releases added it. A tiny probe answers for every release instead of a version table.
+    """
+    import torch
+
+    if device.type != "cpu":
+        return None
+    try:
+        x = torch.ones((2, 2), dtype=dtype)
+        torch.matmul(x, x)
+        torch.matmul(x.unsqueeze(0), x.unsqueeze(0))
+    except RuntimeError as exc:
+        return f"torch {torch.__version__} has no {dtype} matmul on the CPU: {str(exc).splitlines()[0]}"
+    return None
+
+
+# --- execution -------------------------------------------------------------------------------
+
+
+def compile_unsupported_reason() -> str | None:
+    """Why `torch.compile` cannot run in this Python, or None.
+
+    torch 2.0.x: dynamo refuses Python 3.11+ ("Python 3.11+ not yet supported"); 2.1 added 3.11.
+    Later releases refuse Pythons newer than they know, through the same check.
+    """
+    import torch
+
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile (it arrived in 2.0)"
+    if torch_version() < (2, 1) and sys.version_info >= (3, 11):
+        return (
+            f"torch {torch.__version__} has no torch.compile on Python "
+            f"{sys.version_info.major}.{sys.version_info.minor} (3.11 support arrived in torch 2.1)"
+        )
+    try:
+        from torch._dynamo.eval_frame import check_if_dynamo_supported
+    except ImportError:
+        return None
+    try:
+        check_if_dynamo_supported()
+    except RuntimeError as exc:
+        return f"torch {torch.__version__}: {exc}"
+    return None
+
+
+def torch_compile(fn: Callable, mode: str) -> Callable:
+    """`torch.compile(fn, mode=mode)`; Unsupported where this torch/Python pair has no compiler."""
+    import torch
+
+    reason = compile_unsupported_reason()
+    if reason:
+        raise Unsupported(reason)
+    return torch.compile(fn, mode=mode)
+
+
+def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True) -> Any:
+    """Activation checkpointing of fn(*args), non-reentrant (recomputed during backward).
+
+    `use_reentrant` is always passed: torch 2.1+ warns when it is left out, and the reentrant
+    variant (the old default) breaks with inputs that need no grad and under torch.compile.
+    """
+    import torch.utils.checkpoint
+
+    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=preserve_rng_state)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+def out_of_memory_errors() -> tuple[type, ...]:
+    """The exception classes torch raises when an allocator runs out of memory.
+
+    torch.cuda.OutOfMemoryError exists in every supported release; torch.OutOfMemoryError (also
+    raised by other accelerators) was added later, as the same class or a base of it. Read from
+    an already-imported torch only: classifying an error must not import torch.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ()
+    found = []
+    for owner in (torch, getattr(torch, "cuda", None)):
+        cls = getattr(owner, "OutOfMemoryError", None)
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+# --- CUDA ------------------------------------------------------------------------------------
+
+
+def cuda_sleep() -> Callable[[int], None] | None:
+    """`torch.cuda._sleep(cycles)` (a private kernel that spins the GPU), or None where it is gone."""
+    import torch
+
+    return getattr(torch.cuda, "_sleep", None)
+
+
+def cpu_capability() -> str | None:
+    """The CPU kernels torch dispatches to (`AVX512`); torch.backends.cpu arrived in 2.1."""
+    import torch
+
+    backend = getattr(torch.backends, "cpu", None)
+    getter = getattr(backend, "get_cpu_capability", None)
+    return getter() if getter else None

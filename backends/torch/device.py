@@ -1,0 +1,232 @@
+"""Devices as torch sees them: resolving neutral names, naming hardware, clocks, memory, environment."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import platform
+import time
+from typing import Any, Callable
+
+from harness.devices import gpu_index, normalize_device
+from harness.errors import Unsupported
+from harness.measure import BlockTime, WallClock
+
+from backends.torch import compat
+
+#: A step whose synchronized wall time exceeds its device-busy time by this factor is host-bound.
+HOST_BOUND_RATIO = 1.25
+
+
+def resolve_device(name: str) -> str:
+    """The neutral device a run uses: `auto` becomes the first CUDA GPU, else `cpu`.
+
+    A `cuda:N` that torch does not see is Unsupported (not a crash), naming how many GPUs it sees.
+    """
+    import torch
+
+    neutral = normalize_device(name)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if neutral == "auto":
+        return "cuda:0" if count else "cpu"
+    if neutral == "cpu":
+        return "cpu"
+    index = gpu_index(neutral)
+    if index is None or index >= count:
+        built = "" if torch.version.cuda else f"; this torch {torch.__version__} was built without CUDA"
+        raise Unsupported(f"device {neutral} is not present: torch sees {count} GPU{'' if count == 1 else 's'}{built}")
+    return neutral
+
+
+def torch_device(neutral: str):
+    """The torch.device for a resolved neutral device; on a GPU it also becomes the current device."""
+    import torch
+
+    if neutral == "cpu":
+        return torch.device("cpu")
+    index = gpu_index(neutral)
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def device_name(device) -> str:
+    """What the device is: `NVIDIA H200`, or the CPU's model name."""
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def compute_capability(device) -> tuple[int, int] | None:
+    """(major, minor) of a CUDA device; None for the CPU."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
+
+
+class CudaClock:
+    """CUDA events around a region plus a wall clock read after a device synchronization.
+
+    Implements harness.measure.Clock: the wall time is what the headline uses; the event time is
+    the device's view of the same region (they differ by launch gaps at the edges).
+    """
+
+    def __init__(self, device):
+        self._device = device
+
+    def sync(self) -> None:
+        """Wait for all work queued on the device."""
+        import torch
+
+        torch.cuda.synchronize(self._device)
+
+    def start(self) -> tuple[Any, float]:
+        """Synchronize, record the start event, read the wall clock."""
+        import torch
+
+        torch.cuda.synchronize(self._device)
+        begin = torch.cuda.Event(enable_timing=True)
+        begin.record()
+        return begin, time.perf_counter()
+
+    def stop(self, token: tuple[Any, float]) -> BlockTime:
+        """Record the end event, synchronize, read the wall clock; both times of the region."""
+        import torch
+
+        begin, t0 = token
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        torch.cuda.synchronize(self._device)
+        wall = time.perf_counter() - t0
+        return BlockTime(wall_s=wall, device_s=begin.elapsed_time(end) / 1000.0)
+
+
+def clock_for(device):
+    """The Clock for a torch device: CUDA events on a GPU, perf_counter on the CPU."""
+    return CudaClock(device) if device.type == "cuda" else WallClock()
+
+
+def reset_peak_memory(device) -> None:
+    """Start the allocator's peak over again (CUDA); the CPU has no allocator peak in torch."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_allocated_bytes(device) -> int | None:
+    """The CUDA caching allocator's peak since reset_peak_memory; None on the CPU (the worker reads RSS)."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    return int(torch.cuda.max_memory_allocated(device))
+
+
+def framework_env(device) -> dict:
+    """torch-side environment worth keeping with a result: build versions and the settings in force."""
+    import torch
+
+    cudnn = torch.backends.cudnn
+    env: dict[str, Any] = {
+        "torch": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": cudnn.version() if cudnn.is_available() else None,
+        "cudnn_benchmark": bool(cudnn.benchmark),
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        # cuBLAS may reduce fp16/bf16 products in reduced precision (torch's default: allowed)
+        "cuda_matmul_fp16_reduced_precision_reduction": getattr(
+            torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", None
+        ),
+        "cuda_matmul_bf16_reduced_precision_reduction": getattr(
+            torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", None
+        ),
+        "num_threads": torch.get_num_threads(),
+        "cpu_capability": compat.cpu_capability(),
+        "mkldnn": bool(torch.backends.mkldnn.is_available()),
+    }
+    try:
+        env["torchvision"] = md.version("torchvision")
+    except md.PackageNotFoundError:
+        env["torchvision"] = None
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env["gpu_compute_capability"] = f"{props.major}.{props.minor}"
+        env["gpu_memory_bytes"] = int(props.total_memory)
+        env["gpu_multiprocessors"] = int(props.multi_processor_count)
+        env["gpu_count"] = torch.cuda.device_count()
+    return env
+
+
+def _sleep_cycles_per_s(sleep: Callable[[int], None], device) -> float:
+    import torch
+
+    cycles = 2_000_000
+    sleep(cycles)  # the first launch loads the kernel
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    sleep(cycles)
+    end.record()
+    torch.cuda.synchronize(device)
+    return cycles / max(begin.elapsed_time(end) / 1000.0, 1e-9)
+
+
+def launch_probe(step: Callable[[], Any], device, step_wall_s: float, trials: int = 3) -> dict | None:
+    """How long the GPU is busy during one step, with the host's launch gaps taken out.
+
+    A spinning kernel (torch.cuda._sleep) is queued first, long enough to cover the host's
+    enqueueing of the whole step, so the step's kernels are all queued before the GPU reaches them;
+    events around the step then time device work alone. Compared with the synchronized wall time
+    of a step it says whether the run is bound by the host. Runs `trials` + 1 extra steps;
+    None on the CPU or where torch lacks the sleep kernel. A step that synchronizes inside
+    (GradScaler.step) lets gaps back in after that point, so the figure is an upper bound.
+    """
+    import torch
+
+    sleep = compat.cuda_sleep()
+    if device.type != "cuda" or sleep is None:
+        return None
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    step()
+    enqueue_s = time.perf_counter() - t0
+    torch.cuda.synchronize(device)
+    cycles = int((2.0 * enqueue_s + 0.002) * _sleep_cycles_per_s(sleep, device))
+    busy = []
+    for _ in range(trials):
+        torch.cuda.synchronize(device)
+        sleep(cycles)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        step()
+        end.record()
+        torch.cuda.synchronize(device)
+        busy.append(begin.elapsed_time(end) / 1000.0)
+    busy_s = min(busy)
+    return {
+        "device_busy_step_s": busy_s,
+        "host_enqueue_step_s": enqueue_s,
+        "host_bound": bool(step_wall_s > HOST_BOUND_RATIO * busy_s),
+        "gpu_idle_fraction": max(0.0, 1.0 - busy_s / step_wall_s) if step_wall_s > 0 else None,
+    }
+
+
+def launch_bound_warning(probe: dict | None, execution: str) -> str | None:
+    """The record's warning for a host-bound run, or None."""
+    if not probe or not probe["host_bound"]:
+        return None
+    text = f"launch-bound: the GPU is idle {100 * probe['gpu_idle_fraction']:.0f}% of the step waiting for the host"
+    return text + ("; try execution: graph" if execution != "graph" else "")
