@@ -354,6 +354,12 @@ def count_points(scenario: Scenario) -> int:
     return math.prod(len(v) for v in scenario.sweep.values()) if scenario.sweep else 1
 
 
+def _workload_of(data: dict):
+    """The Workload a raw document names, or None where it names none (validation reports that)."""
+    name = data.get("workload")
+    return WORKLOADS.get(name) if isinstance(name, str) else None
+
+
 def load_scenarios(
     path: str | os.PathLike, overrides: list[str] | None = None, *, max_runs: int = DEFAULT_MAX_RUNS
 ) -> list[Scenario]:
@@ -369,7 +375,7 @@ def load_scenarios(
         key, _ = parse_override(text)
         if "." in key or key in ("seed", "name"):
             continue
-        fields = [set(WORKLOADS[d["workload"]].params_model.model_fields) for d in documents if d.get("workload") in WORKLOADS]
+        fields = [set(w.params_model.model_fields) for w in map(_workload_of, documents) if w is not None]
         if fields and not any(key in f for f in fields):
             known = sorted(set().union(*fields))
             raise InputError(f"--set {key}: not a parameter of this scenario's workload(s) (expected one of {', '.join(known)})",
@@ -377,7 +383,7 @@ def load_scenarios(
     scenarios = []
     for i, data in enumerate(documents, 1):
         where = f"{source} (document {i})" if len(documents) > 1 else source
-        workload = WORKLOADS.get(data.get("workload"))
+        workload = _workload_of(data)
         mine = [
             o for o in overrides
             if workload is None or "." in parse_override(o)[0] or parse_override(o)[0] in ("seed", "name")

@@ -5,6 +5,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+# TF 2.12 imported before torch 2.0.x kills the process at `import torch` (docs/compat.md), and
+# pytest collects test_tf_backend.py before test_torch_backend.py: import torch first.
+try:
+    import torch  # noqa: F401
+except ImportError:
+    pass
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

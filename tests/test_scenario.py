@@ -176,3 +176,8 @@ def test_every_bundled_scenario_is_valid():
     assert {"quickstart", "gemm", "gpu_comparison", "resnet50_train", "mixed_precision", "recompute", "graph_capture"} <= names
     for path in bundled_scenarios():
         assert load_scenarios(path)
+
+
+def test_a_workload_that_is_not_a_string_is_a_clear_error(write_scenario):
+    err = _error(write_scenario({**GOOD, "workload": []}), ["size=8"])
+    assert "`workload`" in str(err)

@@ -25,7 +25,7 @@ def command(as_json: bool) -> None:
     mem = env["memory_total_bytes"]
     click.echo(f"memory      {mem / 1024**3:.1f} GiB" if mem else "memory      unknown")
     for name, version in env["packages"].items():
-        click.echo(f"{name:<12}{version or 'not installed'}")
+        click.echo(f"{name:<15} {version or 'not installed'}")
     click.echo(f"driver      {env['driver'] or 'no NVIDIA driver / NVML'}")
     for gpu in env["gpus"]:
         click.echo(f"gpu {gpu['index']}       {gpu['name']}, {gpu['memory_total_bytes'] / 1024**3:.0f} GiB, "

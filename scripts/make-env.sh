@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Build a virtual environment holding one framework pair and harness (editable, with its test tools).
+#
+#   scripts/make-env.sh ENV_DIR PAIR        PAIR: current | reference
+#
+# The pair's versions come from constraints/PAIR.txt, used as a pip constraints file, so nothing
+# harness or its test tools pull in can move the frameworks or numpy. Idempotent: an environment
+# whose marker file (ENV_DIR/.harness-env) names the same pair, constraints and setup.cfg is reused
+# as it is; an interrupted build is resumed. Prints the installed versions at the end.
+#
+# Environment: PYTHON (the interpreter for a new venv, default python3; the reference pair needs
+# Python 3.8-3.11, the current pair 3.10+), PIP_ARGS (extra arguments for pip install).
+set -euo pipefail
+
+usage() {
+    echo "usage: $0 ENV_DIR current|reference" >&2
+    exit 2
+}
+[ $# -eq 2 ] || usage
+ENV_DIR=$1
+PAIR=$2
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CONSTRAINTS="$ROOT/constraints/$PAIR.txt"
+[ -f "$CONSTRAINTS" ] || { echo "make-env: unknown pair '$PAIR' (no $CONSTRAINTS)" >&2; usage; }
+PYTHON=${PYTHON:-python3}
+# The framework packages; their versions are pinned in the constraints file.
+FRAMEWORKS="torch torchvision tensorflow-cpu keras"
+
+mkdir -p "$ENV_DIR"
+ENV_DIR=$(cd "$ENV_DIR" && pwd)
+VPY="$ENV_DIR/bin/python"
+MARKER="$ENV_DIR/.harness-env"
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+WANT="pair=$PAIR
+constraints=$(sha "$CONSTRAINTS")
+setup_cfg=$(sha "$ROOT/setup.cfg")"
+
+print_versions() {
+    "$VPY" - "$PAIR" <<'EOF'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+print(f"harness env ({sys.argv[1]}): {sys.prefix}")
+print(f"  python {sys.version.split()[0]}")
+for name in ("torch", "torchvision", "tensorflow-cpu", "keras", "numpy", "harness"):
+    try:
+        print(f"  {name} {version(name)}")
+    except PackageNotFoundError:
+        print(f"  {name} (not installed)")
+EOF
+}
+
+if [ -f "$MARKER" ]; then
+    if [ "$(cat "$MARKER")" = "$WANT" ]; then
+        echo "make-env: $ENV_DIR is complete for the $PAIR pair; reusing it"
+        print_versions
+        exit 0
+    fi
+    HAVE_PAIR=$(sed -n 's/^pair=//p' "$MARKER")
+    if [ "$HAVE_PAIR" != "$PAIR" ]; then
+        echo "make-env: $ENV_DIR holds the '$HAVE_PAIR' pair, not '$PAIR'; remove it first (rm -rf $ENV_DIR)" >&2
+        exit 1
+    fi
+    echo "make-env: constraints/$PAIR.txt or setup.cfg changed since $ENV_DIR was built; updating it"
+    rm -f "$MARKER"
+fi
+
+if [ ! -x "$VPY" ]; then
+    if [ "$PAIR" = reference ] && ! "$PYTHON" -c 'import sys; sys.exit(not (3, 8) <= sys.version_info[:2] <= (3, 11))'; then
+        echo "make-env: the reference pair (torch 2.0.1, TF 2.12) has wheels for Python 3.8-3.11 only;" \
+             "$PYTHON is $("$PYTHON" -c 'import sys; print(sys.version.split()[0])'). Set PYTHON=python3.11." >&2
+        exit 1
+    fi
+    echo "make-env: creating $ENV_DIR with $("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+    "$PYTHON" -m venv "$ENV_DIR"
+fi
+
+echo "make-env: installing the $PAIR pair and harness[dev] (constraints/$PAIR.txt)"
+cd "$ROOT"
+# shellcheck disable=SC2086  # FRAMEWORKS and PIP_ARGS are word lists
+"$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" $FRAMEWORKS -e ".[dev]"
+
+echo "make-env: checking the environment"
+"$VPY" -m pip check || echo "make-env: warning: pip check reports the conflicts above" >&2
+# The installed framework versions must be the pinned ones.
+"$VPY" - "$CONSTRAINTS" <<'EOF'
+import re, sys
+from importlib.metadata import version
+
+pins = {}
+for line in open(sys.argv[1], encoding="utf-8"):
+    m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s#;]+)", line)
+    if m:
+        pins[m.group(1).lower().replace("_", "-")] = m.group(2)
+bad = []
+for name in ("torch", "torchvision", "tensorflow-cpu", "keras", "numpy"):
+    if name in pins and version(name).split("+")[0] != pins[name]:
+        bad.append(f"{name} {version(name)} (pinned {pins[name]})")
+if bad:
+    sys.exit("make-env: installed versions differ from the constraints: " + ", ".join(bad))
+EOF
+# Each framework imports (each in its own process, bounded: see docs/compat.md on import order).
+for module in torch tensorflow harness.cli; do
+    timeout 600 "$VPY" -c "import $module" || { echo "make-env: 'import $module' failed in $ENV_DIR" >&2; exit 1; }
+done
+
+printf '%s\n' "$WANT" >"$MARKER"
+echo "make-env: $ENV_DIR is complete"
+print_versions
