@@ -128,3 +128,18 @@ def ratio_ci(
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [alpha, 1.0 - alpha])
     return point, float(low), float(high)
+
+
+#: A fall of the rate from the first to the last timed block beyond this is reported as drift.
+DRIFT_WARN = 0.05
+
+
+def drift(samples: Sequence[float]) -> float | None:
+    """Relative change from the first to the last sample ((last - first) / first); None for < 3 samples.
+
+    A steady fall across timed blocks means the device slowed down while being measured
+    (power or thermal throttling): the median is then a sustained figure, the first block a burst.
+    """
+    if len(samples) < 3 or not samples[0]:
+        return None
+    return float((samples[-1] - samples[0]) / samples[0])

@@ -13,6 +13,11 @@ import time
 from harness.devices import gpu_index
 from harness.nvml import nvml, nvml_index
 
+#: Shortest timed region for which power and energy are reported. NVML's power reading is an
+#: average over about a second and the energy counter advances in coarse steps, so over a few
+#: milliseconds they read 0 W or thousands of watts: such a figure is null, not a guess.
+MIN_ENERGY_SECONDS = 1.0
+
 
 class NullSampler:
     """Telemetry for a device NVML does not know (the CPU, or no NVML): every figure is None."""
@@ -40,6 +45,7 @@ class NvmlSampler:
         self._energy0 = None
         self._energy1 = None
         self._t0 = self._t1 = None
+        self._max_clock = None
 
     def _read(self, fn, *args):
         try:
@@ -61,6 +67,7 @@ class NvmlSampler:
             self._sample()
 
     def start(self) -> None:
+        self._max_clock = self._read("nvmlDeviceGetMaxClockInfo", self._lib.NVML_CLOCK_SM)
         self._energy0 = self._read("nvmlDeviceGetTotalEnergyConsumption")  # mJ since driver load
         self._t0 = time.perf_counter()
         self._sample()
@@ -91,11 +98,17 @@ class NvmlSampler:
         avg_power = energy / seconds if energy is not None and seconds > 0 else (sum(power) / len(power) if power else None)
         if energy is None and avg_power is not None:
             energy = avg_power * seconds
+        note = None
+        if seconds < MIN_ENERGY_SECONDS:
+            energy = avg_power = None
+            note = f"timed region {seconds:.3g} s is shorter than {MIN_ENERGY_SECONDS:g} s: too short for NVML power and energy"
         return {
+            "note": note,
             "avg_power_w": avg_power,
             "energy_j": energy,
             "sm_clock_min_mhz": min(clock) if clock else None,
             "sm_clock_mean_mhz": sum(clock) / len(clock) if clock else None,
+            "sm_clock_max_mhz": self._max_clock,
             "temperature_max_c": max(temp) if temp else None,
             "device_used_bytes": max(used) if used else None,
             "telemetry_samples": len(self._samples),

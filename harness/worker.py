@@ -43,6 +43,12 @@ def _error_text(exc: BaseException) -> str:
     return text if len(text) <= 2000 else text[:2000] + " ..."
 
 
+def _is_oom_type(exc: BaseException) -> bool:
+    """Whether the exception's own type says out-of-memory (as opposed to a message we matched)."""
+    names = {t.__name__ for t in type(exc).__mro__}
+    return bool(names & {"MemoryError", "OutOfMemory", "OutOfMemoryError", "ResourceExhaustedError"})
+
+
 def classify(exc: BaseException, backend) -> str:
     """The status an exception means."""
     if isinstance(exc, Unsupported):
@@ -70,6 +76,12 @@ def complete(spec: dict, outcome: dict, ctx: RunContext) -> dict:
     warnings = list(ctx.warnings)
     if samples:
         warnings.extend(summary.warnings)
+        change = stats.drift(samples)
+        if change is not None and change < -stats.DRIFT_WARN:
+            warnings.append(
+                f"rate fell {-change:.0%} from the first to the last timed block (first {samples[0]:.4g}, last "
+                f"{samples[-1]:.4g}): the device slowed while measured (power or thermal throttling?)"
+            )
     workload = WORKLOADS[spec["workload"]]
     params = workload.validate(spec["params"])
     if fields.get("tflops") is None and summary.median is not None:
@@ -82,6 +94,12 @@ def complete(spec: dict, outcome: dict, ctx: RunContext) -> dict:
     fields["pct_of_peak"] = pct_of_peak(fields.get("tflops"), fields.get("device_name"), workload.peak_precision(params))
     telemetry = ctx.telemetry.figures() if ctx.telemetry is not None else {}
     fields["telemetry"] = telemetry
+    if telemetry.get("sm_clock_min_mhz") and telemetry.get("sm_clock_max_mhz"):
+        if telemetry["sm_clock_min_mhz"] < 0.9 * telemetry["sm_clock_max_mhz"]:
+            warnings.append(
+                f"SM clock fell to {telemetry['sm_clock_min_mhz']} MHz during the timed region "
+                f"(max {telemetry['sm_clock_max_mhz']} MHz): throttling"
+            )
     fields["energy_j"] = telemetry.get("energy_j")
     fields["avg_power_w"] = telemetry.get("avg_power_w")
     if fields.get("device_used_bytes") is None:
@@ -111,6 +129,9 @@ def execute(spec: dict) -> dict:
             raise
         fields["status"] = classify(exc, backend)
         fields["error"] = _error_text(exc)
+        if fields["status"] == "oom" and not _is_oom_type(exc):
+            fields["error"] += (" [counted as out-of-memory: this allocation failure is what the library raises "
+                                "when device memory runs out]")
         if fields["status"] == "failed":
             fields["traceback"] = traceback.format_exc(limit=20)[-4000:]
         partial = getattr(exc, "partial", None)
