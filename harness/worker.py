@@ -80,7 +80,7 @@ def complete(spec: dict, outcome: dict, ctx: RunContext) -> dict:
         if change is not None and change < -stats.DRIFT_WARN:
             warnings.append(
                 f"rate fell {-change:.0%} from the first to the last timed block (first {samples[0]:.4g}, last "
-                f"{samples[-1]:.4g}): the device slowed while measured (power or thermal throttling?)"
+                f"{samples[-1]:.4g}): the device slowed while measured (throttling, or other load on the machine?)"
             )
     workload = WORKLOADS[spec["workload"]]
     params = workload.validate(spec["params"])
