@@ -131,3 +131,44 @@ def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, wr
     assert capacity[0]["checks"]["first_failing_batch_size"] == 38
     assert {p["status"] for p in probes} == {"ok", "oom"}
     assert all(p["probe_of"] == capacity[0]["run_id"] for p in probes)
+
+
+def test_a_real_torch_run_out_of_memory_is_oom_and_the_next_run_is_ok(tmp_path, write_scenario, harness_cli):
+    pytest.importorskip("torch")
+    path = write_scenario({
+        "name": "oom", "workload": "resnet50_train", "params": {"image_size": 64, "memory_format": "channels_last"},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 300},
+        "backends": ["torch"], "devices": ["cpu"],
+        "sweep": {"batch_size": [512, 2]},
+    })
+    db = tmp_path / "oom.db"
+    code, out, err = harness_cli("run", path, "--store", str(db), "--memory-limit", "1.5GiB")
+    assert code == 1, err  # one run did not succeed
+    with Store(db) as store:
+        first, second = store.records()
+    assert first["params"]["batch_size"] == 512 and first["status"] == "oom", first.get("error")
+    assert "allocate" in first["error"]
+    assert second["params"]["batch_size"] == 2 and second["status"] == "ok", second.get("error")
+    RELIABILITY["out-of-memory runs survived"] += 1
+
+
+def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(tmp_path, write_scenario, harness_cli):
+    pytest.importorskip("torch")
+    path = write_scenario({
+        "name": "cap-torch", "workload": "resnet50_train", "params": {"image_size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 300},
+        "backends": ["torch"], "devices": ["cpu"],
+        "capacity": {"start": 16, "limit": 4096, "resolution": 32},
+    })
+    db = tmp_path / "cap.db"
+    code, out, err = harness_cli("run", path, "--store", str(db), "--memory-limit", "1.5GiB")
+    assert code == 0, err
+    with Store(db) as store:
+        rows = store.records()
+    capacity = next(r for r in rows if r["metric"] == "max_batch_size")
+    probes = {r["params"]["batch_size"]: r["status"] for r in rows if r.get("probe_of")}
+    best, bad = int(capacity["median"]), capacity["checks"]["first_failing_batch_size"]
+    assert probes[best] == "ok" and probes[bad] == "oom"
+    assert 0 < bad - best <= 32  # within one bisection step of the limit
+    assert all(status == "ok" for n, status in probes.items() if n <= best)
+    assert all(status == "oom" for n, status in probes.items() if n >= bad)

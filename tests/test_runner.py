@@ -13,6 +13,8 @@ from harness.plan import RunSpec, run_key
 from harness.runner import Runner
 from harness.store import Store
 
+from tests.conftest import RELIABILITY
+
 
 def spec(action="ok", timeout_s=120.0, **options) -> RunSpec:
     params = {"size": 64, "m": None, "n": None, "k": None, "batch": 1, "precision": "fp32", "execution": "eager"}
@@ -67,6 +69,7 @@ def test_a_broken_worker_gets_its_status_and_the_next_run_succeeds(runner, actio
     assert second["status"] == "ok"
     stored = {r["run_id"]: r["status"] for r in runner.store.records()}
     assert stored == {first["run_id"]: status, second["run_id"]: "ok"}
+    RELIABILITY[f"broken workers survived ({action} -> {status}), next run ok"] += 1
 
 
 def test_a_hanging_worker_times_out_and_is_stopped(runner):
@@ -75,6 +78,7 @@ def test_a_hanging_worker_times_out_and_is_stopped(runner):
     assert time.monotonic() - started < 60
     assert [r["status"] for r in outcome.records] == ["timeout", "ok"]
     assert "3 s" in outcome.records[0]["error"]
+    RELIABILITY["broken workers survived (hang -> timeout), next run ok"] += 1
 
 
 def test_a_backend_that_is_not_registered_is_unsupported_without_a_worker(runner):
