@@ -235,11 +235,24 @@ def plot_technique_speedups(tables: dict) -> Plot | str:
                 " under otherwise equal settings: technique speedups skipped.")
     result = set(RESULT_COLUMNS) | set(DATASHEET_COLUMNS)
     context = list(dict.fromkeys(c for r in rows for c in r if c not in result and c not in TECHNIQUE_BASELINES))
-    varying = [c for c in context if len({repr(r.get(c)) for r in rows}) > 1 and c != "backend"]
+    def present(value) -> bool:
+        return value is not None and value == value  # NaN: a column another workload has
+
+    def shown(value) -> str:
+        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+    # within each workload, only the settings that differ between its bars label them
+    varying: dict[str, list[str]] = {}
+    for workload in dict.fromkeys(r.get("workload") for r in rows):
+        group = [r for r in rows if r.get("workload") == workload]
+        varying[workload] = [c for c in context if c not in ("backend", "workload")
+                             and len({shown(r.get(c)) for r in group if present(r.get(c))}) > 1]
+    several = len(varying) > 1
     labels = []
     for r in rows:
         parts = [f"{r['compared']} {r['value']} vs {r['baseline']}", str(r.get("backend"))]
-        parts += [f"{c}={r.get(c)}" for c in varying if r.get(c) is not None and r.get(c) == r.get(c)]
+        parts += [str(r.get("workload"))] if several else []
+        parts += [f"{c}={shown(r.get(c))}" for c in varying[r.get("workload")] if present(r.get(c))]
         labels.append(" | ".join(parts))
     fig = _figure(9, max(2.5, 0.45 * len(rows) + 1.5))
     ax = fig.add_subplot()
