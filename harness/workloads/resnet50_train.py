@@ -2,7 +2,10 @@
 
 `model: resnet50` is ResNet-50 v1.5 exactly as torchvision builds it (stride on the 3x3 conv, no
 conv bias): 25,557,032 trainable parameters on every backend. `keras_resnet50_v1` is Keras's
-applications.ResNet50 (v1, conv bias, 25,636,712), offered only under its own name.
+applications.ResNet50 (v1, conv bias), offered only under its own name: 25,583,592 trainable
+parameters (Keras's summary says 25,636,712 "Total params", which adds 53,120 BatchNorm moving
+statistics; torchvision keeps those as buffers, not parameters, so trainable is the count that
+compares like with like).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pydantic import Field
 from harness.workloads.base import Execution, Params, Workload
 
 #: Trainable parameters of each model at 1000 classes (torchvision resnet50; keras ResNet50).
-MODEL_PARAMETERS = {"resnet50": 25_557_032, "keras_resnet50_v1": 25_636_712}
+MODEL_PARAMETERS = {"resnet50": 25_557_032, "keras_resnet50_v1": 25_583_592}
 
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # width, blocks, stride of first block
 EXPANSION = 4

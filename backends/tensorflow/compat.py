@@ -1,0 +1,252 @@
+"""Every TensorFlow / Keras version difference this backend meets, each branch named by the version that needs it.
+
+Two Keras generations are in use: Keras 2 (`tf.keras`, bundled with TF 2.12-2.15, and `tf_keras` when
+TF_USE_LEGACY_KERAS=1) and Keras 3 (the `keras` package, TF 2.16+). `tf.keras` always names the one
+TensorFlow itself uses, so everything here goes through it. Each function returns (or records) the
+concrete API it called, for the result record's `api` field.
+
+Importing this module imports nothing; TensorFlow is imported inside the functions (in the worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+
+def tf_module():
+    """The imported `tensorflow` module."""
+    import tensorflow as tf
+
+    return tf
+
+
+def keras_module():
+    """The Keras TensorFlow uses: Keras 2 on TF 2.12-2.15, Keras 3 on TF 2.16+ (`tf.keras` names either)."""
+    return tf_module().keras
+
+
+def keras_version() -> str:
+    """The version string of the Keras that `tf.keras` names."""
+    keras = keras_module()
+    version = getattr(keras, "__version__", None)
+    if version is None and hasattr(keras, "version"):
+        version = keras.version()
+    if version is None:  # Keras 2 inside TF 2.12-2.15 always has __version__; this is a last resort
+        import keras as standalone
+
+        version = standalone.__version__
+    return str(version)
+
+
+def keras_major() -> int:
+    """2 or 3."""
+    return int(keras_version().split(".")[0])
+
+
+def is_keras3() -> bool:
+    return keras_major() >= 3
+
+
+# --- mixed precision policy ---------------------------------------------------------------------
+
+
+def set_global_policy(name: str) -> str:
+    """Set Keras's global dtype policy (`float32`, `mixed_float16`, `mixed_bfloat16`); return the API called."""
+    keras = keras_module()
+    if is_keras3():
+        # Keras 3 (TF 2.16+): keras.config.set_dtype_policy (keras.mixed_precision.set_global_policy is an alias)
+        keras.config.set_dtype_policy(name)
+        return f"keras.config.set_dtype_policy({name!r})"
+    # Keras 2 (TF 2.12-2.15)
+    keras.mixed_precision.set_global_policy(name)
+    return f"tf.keras.mixed_precision.set_global_policy({name!r})"
+
+
+def compute_dtype() -> str:
+    """The compute dtype of the global policy (`float32`, `float16`, `bfloat16`)."""
+    keras = keras_module()
+    if is_keras3():
+        return keras.config.dtype_policy().compute_dtype
+    return keras.mixed_precision.global_policy().compute_dtype
+
+
+@contextlib.contextmanager
+def image_data_format(fmt: str):
+    """Set Keras's global image data format (read by keras.applications) for the block; restore it after."""
+    backend = keras_module().backend
+    old = backend.image_data_format()
+    backend.set_image_data_format(fmt)
+    try:
+        yield
+    finally:
+        backend.set_image_data_format(old)
+
+
+# --- optimizer: plain or loss-scaled ------------------------------------------------------------
+
+
+def sgd(learning_rate: float, momentum: float):
+    """SGD with momentum, and the API called. XLA stays off inside it: only `execution` decides XLA."""
+    keras = keras_module()
+    if is_keras3():
+        # Keras 3 (TF 2.16+): optimizers compile nothing themselves
+        return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum), (
+            f"keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum})"
+        )
+    # Keras 2.11-2.15 (TF 2.12-2.15): the optimizer XLA-compiles its per-variable update whenever a GPU
+    # is visible (jit_compile=True by default), which would put XLA into the eager and graph modes
+    return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum, jit_compile=False), (
+        f"tf.keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum}, jit_compile=False)"
+    )
+
+
+class OptimizerUpdate:
+    """How one optimizer step is taken: scale the loss (identity without loss scaling), then apply.
+
+    `apply` takes the gradients of the *scaled* loss and does any unscaling itself, so a caller can
+    accumulate scaled gradients over micro-batches (the scale changes only inside `apply`).
+    """
+
+    def __init__(self, optimizer, scale: Callable[[Any], Any], apply: Callable[[list, list], Any], api: str):
+        self.optimizer = optimizer
+        self.scale = scale
+        self.apply = apply
+        self.api = api
+
+
+def optimizer_update(optimizer, variables: list, *, loss_scaling: bool) -> OptimizerUpdate:
+    """Wrap `optimizer` (dynamic loss scaling when asked) and build its slots for `variables` eagerly.
+
+    Building before the first tf.function trace keeps variable creation out of the traced step.
+    """
+    keras = keras_module()
+    if is_keras3():
+        # Keras 3 (TF 2.16+): scale_loss(loss), then apply(grads, vars), which unscales and skips
+        # the step (and lowers the scale) when a gradient is not finite.
+        if loss_scaling:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(variables)
+        if loss_scaling:
+            return OptimizerUpdate(
+                optimizer,
+                optimizer.scale_loss,
+                lambda grads, vars_: optimizer.apply(grads, vars_),
+                "keras.optimizers.LossScaleOptimizer: scale_loss(loss); apply(grads, vars) unscales, skips non-finite",
+            )
+        return OptimizerUpdate(
+            optimizer, lambda loss: loss, lambda grads, vars_: optimizer.apply(grads, vars_), "optimizer.apply(grads, vars)"
+        )
+
+    # Keras 2 (TF 2.12-2.15): get_scaled_loss / get_unscaled_gradients, then apply_gradients, which
+    # skips the step (and lowers the scale) when a gradient is not finite.
+    if loss_scaling:
+        optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+        inner = optimizer.inner_optimizer
+    else:
+        inner = optimizer
+    if hasattr(inner, "build"):  # the Keras 2.11+ optimizers; the legacy ones create slots lazily
+        inner.build(variables)
+    if loss_scaling:
+
+        def apply_scaled(grads, vars_):
+            return optimizer.apply_gradients(zip(optimizer.get_unscaled_gradients(grads), vars_))
+
+        return OptimizerUpdate(
+            optimizer,
+            optimizer.get_scaled_loss,
+            apply_scaled,
+            "tf.keras.mixed_precision.LossScaleOptimizer: get_scaled_loss(loss); "
+            "apply_gradients(get_unscaled_gradients(grads)) skips non-finite",
+        )
+    return OptimizerUpdate(
+        optimizer,
+        lambda loss: loss,
+        lambda grads, vars_: optimizer.apply_gradients(zip(grads, vars_)),
+        "optimizer.apply_gradients(zip(grads, vars))",
+    )
+
+
+def loss_scale_value(optimizer) -> float | None:
+    """The current dynamic loss scale of a LossScaleOptimizer (None for a plain optimizer)."""
+    value = getattr(optimizer, "dynamic_scale", None)  # Keras 3 (TF 2.16+)
+    if value is None:
+        value = getattr(optimizer, "loss_scale", None)  # Keras 2 (TF 2.12-2.15)
+    if value is None:
+        return None
+    return float(value.numpy() if hasattr(value, "numpy") else value)
+
+
+# --- layouts -------------------------------------------------------------------------------------
+
+
+def channels_first_cpu_problem(execution: str) -> str | None:
+    """Why channels_first (NCHW) training on the CPU cannot be trusted with this Keras, or None if it can."""
+    if is_keras3():
+        # Keras 3 (TF 2.16+) transposes NCHW pooling to NHWC itself; NCHW convolutions run through oneDNN.
+        # Checked against torchvision's logits on TF 2.21 in eager, tf.function and XLA.
+        return None
+    if execution == "compiled":
+        return None  # XLA's own NCHW kernels: right values (checked against torchvision on TF 2.12)
+    # Keras 2 (TF 2.12-2.15) hands NCHW max pooling to TF's CPU kernels
+    return (
+        "Keras 2 hands channels_first (NCHW) max pooling to TensorFlow's CPU kernels: on TF 2.12 (oneDNN) the "
+        "eager forward returns wrong values, tf.function graphs may too, and the eager gradient kernel is "
+        "NHWC-only; use channels_last, or execution=compiled (XLA), on the CPU"
+    )
+
+
+# --- recomputation ------------------------------------------------------------------------------
+
+
+def has_remat_scope() -> bool:
+    """Whether keras.RematScope exists (Keras 3.9+). Not used for recompute: see resnet50_train."""
+    return hasattr(keras_module(), "RematScope")
+
+
+# --- devices, memory, seeds ---------------------------------------------------------------------
+
+
+def device_sync() -> tuple[Callable[[], None], str]:
+    """A function that waits for all queued device work, and its API name.
+
+    tf.test.experimental.sync_devices exists from TF 2.12 (the oldest version supported); it must be
+    called eagerly. The fallback only drains the eager executor's queue, not GPU streams.
+    """
+    tf = tf_module()
+    sync = getattr(getattr(tf.test, "experimental", None), "sync_devices", None)
+    if sync is not None:
+        return sync, "tf.test.experimental.sync_devices()"
+    from tensorflow.python.eager import context  # before TF 2.12
+
+    return context.async_wait, "tensorflow.python.eager.context.async_wait() (no sync_devices in this TF)"
+
+
+def reset_memory_stats(tf_device: str) -> bool:
+    """Reset the allocator peak of a device (`GPU:0`, `CPU:0`); False where this TF cannot."""
+    tf = tf_module()
+    try:
+        tf.config.experimental.reset_memory_stats(tf_device)
+        return True
+    except (ValueError, AttributeError, NotImplementedError, tf.errors.OpError):
+        return False
+
+
+def peak_memory_bytes(tf_device: str) -> int | None:
+    """The allocator's peak bytes since the last reset (TF 2.12+ answer for GPU:N and CPU:0); None if it cannot say."""
+    tf = tf_module()
+    try:
+        return int(tf.config.experimental.get_memory_info(tf_device)["peak"])
+    except (ValueError, KeyError, AttributeError, NotImplementedError, tf.errors.OpError):
+        return None
+
+
+def set_random_seed(seed: int) -> str:
+    """Seed Python, NumPy and TensorFlow (and Keras 3's own generator)."""
+    keras_module().utils.set_random_seed(int(seed))  # Keras 2.7+ and Keras 3 alike
+    return "keras.utils.set_random_seed"
+
+
+def clear_session() -> None:
+    """Drop Keras's global state (layer names, graphs) left by an earlier run in this process."""
+    keras_module().backend.clear_session()

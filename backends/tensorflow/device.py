@@ -1,0 +1,220 @@
+"""Devices as TensorFlow sees them: memory growth, neutral names, the clock, allocator peaks, TF32, env."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+from dataclasses import dataclass
+
+from harness.errors import Unsupported
+from harness.measure import WallClock
+
+from backends.tensorflow import compat
+
+#: Environment variables that change what TensorFlow does, recorded with each run.
+ENV_VARIABLES = (
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_XLA_FLAGS",
+    "XLA_FLAGS",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "TF_USE_LEGACY_KERAS",
+    "TF_CPP_MIN_LOG_LEVEL",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "TF_GPU_ALLOCATOR",
+)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A resolved device: the neutral name (`cpu`, `cuda:N`) and TensorFlow's (`/CPU:0`, `/GPU:N`)."""
+
+    neutral: str
+    tf_name: str
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.neutral.startswith("cuda:")
+
+    @property
+    def memory_name(self) -> str:
+        """The name get_memory_info / reset_memory_stats take (`GPU:N`, `CPU:0`)."""
+        return self.tf_name.lstrip("/")
+
+
+def enable_memory_growth() -> None:
+    """Turn memory growth on for every GPU, so the allocator peak is what the run used, not all memory.
+
+    Must run before the first op touches a GPU; afterwards TensorFlow refuses (RuntimeError), and the
+    runner's TF_FORCE_GPU_ALLOW_GROWTH=true has already done the same. Not yet run on a GPU.
+    """
+    tf = compat.tf_module()
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:
+            pass  # GPUs already initialized in this process; growth was set then or by the env variable
+
+
+def resolve(device: str) -> Placement:
+    """The device to run on: `auto` is the first GPU if TensorFlow sees one, else the CPU."""
+    tf = compat.tf_module()
+    gpus = tf.config.list_physical_devices("GPU")  # does not initialize the GPUs (memory growth may follow)
+    if device == "auto":
+        device = "cuda:0" if gpus else "cpu"
+    if device == "cpu":
+        return Placement("cpu", "/CPU:0")
+    if device.startswith("cuda:"):
+        index = int(device.split(":", 1)[1])
+        if index >= len(gpus):
+            raise Unsupported(f"device {device} asked for, but TensorFlow sees {len(gpus)} GPU(s)")
+        return Placement(device, f"/GPU:{index}")
+    raise Unsupported(f"device {device!r} is not a neutral device name (auto, cpu, cuda:N)")
+
+
+def device_name(placement: Placement) -> str | None:
+    """What the device is: the GPU's name from TensorFlow, or the CPU's model name."""
+    if placement.is_gpu:
+        tf = compat.tf_module()
+        index = int(placement.neutral.split(":", 1)[1])
+        gpus = tf.config.list_physical_devices("GPU")
+        try:
+            return tf.config.experimental.get_device_details(gpus[index]).get("device_name")
+        except (IndexError, ValueError):
+            return None
+    return cpu_model_name()
+
+
+@contextlib.contextmanager
+def identified(placement: Placement):
+    """Attach the resolved device to any exception raised inside, as `exc.partial` for the worker's record.
+
+    An unsupported, out-of-memory or failed run then still says which device it was (`cpu`, not `auto`).
+    """
+    try:
+        yield
+    except Exception as exc:
+        if getattr(exc, "partial", None) is None:
+            try:
+                exc.partial = {
+                    "device": placement.neutral,
+                    "device_name": device_name(placement),
+                    "framework_version": compat.tf_module().__version__,
+                }
+            except Exception:  # noqa: BLE001 - never hide the original error
+                pass
+        raise
+
+
+def cpu_model_name() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what platform says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def clock() -> tuple[WallClock, str]:
+    """A WallClock that synchronizes all devices before each read, and the sync API's name."""
+    sync, api = compat.device_sync()
+    return WallClock(sync), api
+
+
+def set_tensor_float_32(precision: str, placement: Placement) -> str:
+    """Set TF32 explicitly from the precision (TF turns it on by default on Ampere+); return the API called.
+
+    Raises Unsupported for `tf32` on the CPU, which has no TF32 arithmetic.
+    """
+    if precision == "tf32" and not placement.is_gpu:
+        raise Unsupported("TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none")
+    tf = compat.tf_module()
+    enabled = precision == "tf32"
+    tf.config.experimental.enable_tensor_float_32_execution(enabled)
+    return f"tf.config.experimental.enable_tensor_float_32_execution({enabled})"
+
+
+class AllocatorPeak:
+    """TensorFlow's allocator peak for one device: reset before the first step, read after the last."""
+
+    def __init__(self, placement: Placement):
+        self.name = placement.memory_name
+
+    def reset(self) -> None:
+        compat.reset_memory_stats(self.name)
+
+    def peak_bytes(self) -> int | None:
+        """Peak bytes since reset(); None where TF cannot say.
+
+        TF's CPU allocator leaves small tensors (64 KiB and below, seen on TF 2.12 and 2.21) out of
+        its count, so a zero peak means "not measured", not "no memory".
+        """
+        peak = compat.peak_memory_bytes(self.name)
+        return peak or None
+
+
+def environment() -> dict:
+    """The framework side of the record's `env`: versions TF was built with, Keras, relevant variables."""
+    tf = compat.tf_module()
+    try:
+        build = dict(tf.sysconfig.get_build_info())
+    except Exception:  # noqa: BLE001 - build info is informative only
+        build = {}
+    gpus = tf.config.list_physical_devices("GPU")
+    env = {
+        "tensorflow": tf.__version__,
+        "keras": compat.keras_version(),
+        "keras_remat_scope": compat.has_remat_scope(),  # present from Keras 3.9; recompute uses tf.recompute_grad
+        "tf_cuda_build": build.get("is_cuda_build"),
+        "tf_cuda_version": build.get("cuda_version"),
+        "tf_cudnn_version": build.get("cudnn_version"),
+        "xla_flags_set": bool(os.environ.get("XLA_FLAGS") or os.environ.get("TF_XLA_FLAGS")),
+        # oneDNN is on by default on x86 Linux since TF 2.9; TF_ENABLE_ONEDNN_OPTS=0 turns it off
+        "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+        "gpus_visible": len(gpus),
+        # False on a GPU means TF grabbed (nearly) all its memory and the allocator peak is still right,
+        # but NVML's used memory is not; TF_FORCE_GPU_ALLOW_GROWTH=true (below) has the same effect
+        "gpu_memory_growth": [bool(tf.config.experimental.get_memory_growth(gpu)) for gpu in gpus],
+    }
+    env["variables"] = {name: os.environ[name] for name in ENV_VARIABLES if name in os.environ}
+    return env
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step function as it will be called in the timed loop, and how it runs (the `execution` API)."""
+
+    call: object
+    api: str
+    traced: object = None  # the tf.function, where there is one
+
+    def traces(self) -> int | None:
+        """How many times the tf.function has traced (1 when it never retraced); None when eager."""
+        if self.traced is None:
+            return None
+        return int(self.traced.experimental_get_tracing_count())
+
+
+def build_step(fn, execution: str) -> Step:
+    """Wrap `fn` for the neutral execution mode, with XLA set explicitly on or off.
+
+    eager: the plain Python function, ops dispatched one at a time; graph: tf.function(jit_compile=False);
+    compiled: tf.function(jit_compile=True), XLA (on the CPU too).
+    """
+    tf = compat.tf_module()
+    if execution == "eager":
+        return Step(fn, "eager: plain Python step, ops dispatched one by one (no tf.function)")
+    if tf.config.functions_run_eagerly():
+        # a tf.function would silently run eagerly: the record would name an API that did not run
+        raise Unsupported("tf.config.run_functions_eagerly(True) is set in this process; tf.function would run eagerly")
+    if execution == "graph":
+        traced = tf.function(fn, jit_compile=False)
+        return Step(traced, "tf.function(jit_compile=False)", traced)
+    if execution == "compiled":
+        traced = tf.function(fn, jit_compile=True)
+        return Step(traced, "tf.function(jit_compile=True)", traced)
+    raise Unsupported(f"execution {execution!r} is not one the TensorFlow backend maps (eager, graph, compiled)")

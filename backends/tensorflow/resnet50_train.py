@@ -1,0 +1,376 @@
+"""resnet50_train on TensorFlow: ResNet-50 v1.5 built from Keras layers exactly as torchvision builds it.
+
+The network is a small custom Model holding functional sub-models: the stem, 16 bottleneck blocks and
+the head. Each sub-model is built (its variables created) at construction, so wrapping a block's call
+in tf.recompute_grad never creates variables inside the recomputed function, and the trainable
+parameter count is known before any step (25,557,032 at 1000 classes, torchvision's count).
+
+The training step is a custom loop: tf.GradientTape over grad_accum micro-batches, SGD with momentum,
+float32 logits and loss under any precision policy, dynamic loss scaling for amp_fp16.
+
+Run on the CPU with TF 2.12 / Keras 2.12 and TF 2.21 / Keras 3.15, in every execution mode. The GPU
+path (memory growth, cuDNN NCHW convolutions, TF32, tensor-core fp16/bf16) is written to the documented
+APIs and not yet run on a GPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from functools import partial
+
+import numpy as np
+
+from harness import stats
+from harness.backend import RunContext
+from harness.errors import Unsupported
+from harness.measure import run_timed
+from harness.workloads.resnet50_train import (
+    EXPANSION,
+    RESNET50_TRAIN,
+    STAGES,
+    parameter_count,
+    synthetic_batch,
+    train_flops_per_image,
+)
+
+from backends.tensorflow import compat, device
+
+#: The Keras dtype policy for each neutral precision (TF32 is float32 with TF32 matmul/conv on).
+POLICIES = {"fp32": "float32", "tf32": "float32", "amp_fp16": "mixed_float16", "amp_bf16": "mixed_bfloat16"}
+
+#: torchvision's BatchNorm2d defaults: eps 1e-5, momentum 0.1 (Keras counts momentum the other way).
+BN_EPSILON = 1e-5
+BN_MOMENTUM = 0.9
+
+KERAS_V1_RECOMPUTE_REASON = (
+    "recompute=blocks wraps the bottleneck blocks of harness's own ResNet-50 build; "
+    "keras.applications.ResNet50 is one functional graph with no block boundaries to wrap"
+)
+
+
+# --- the model -----------------------------------------------------------------------------------
+
+
+def _layers(data_format: str):
+    """Layer factories for one data format (conv without bias, torch-like BatchNorm)."""
+    keras = compat.keras_module()
+    axis = 1 if data_format == "channels_first" else -1
+
+    def conv(filters, kernel, stride=1, name=None):
+        return keras.layers.Conv2D(
+            filters, kernel, strides=stride, padding="valid", use_bias=False, data_format=data_format, name=name
+        )
+
+    def bn(name=None):
+        return keras.layers.BatchNormalization(axis=axis, epsilon=BN_EPSILON, momentum=BN_MOMENTUM, name=name)
+
+    def pad(amount, name=None):
+        # explicit symmetric padding, then a 'valid' conv or pool: what torch's padding=k does. Keras's
+        # 'same' pads a strided conv asymmetrically (0 before, 1 after), which shifts every window.
+        return keras.layers.ZeroPadding2D(amount, data_format=data_format, name=name)
+
+    return keras, axis, conv, bn, pad
+
+
+def _stem(input_shape, dtype: str, data_format: str):
+    """conv 7x7/2 (64, no bias) + BN + ReLU + max pool 3x3/2, padded like torchvision."""
+    keras, _, conv, bn, pad = _layers(data_format)
+    x = inputs = keras.Input(shape=input_shape, dtype=dtype, name="images")
+    x = pad(3, name="conv1_pad")(x)
+    x = conv(64, 7, 2, name="conv1")(x)
+    x = bn(name="bn1")(x)
+    x = keras.layers.ReLU(name="relu")(x)
+    # torch pads the max pool with -inf; after the ReLU every value is >= 0, so zeros pick the same max
+    x = pad(1, name="pool_pad")(x)
+    x = keras.layers.MaxPooling2D(3, strides=2, padding="valid", data_format=data_format, name="maxpool")(x)
+    return keras.Model(inputs, x, name="stem")
+
+
+def _bottleneck(input_shape, dtype: str, width: int, stride: int, project: bool, data_format: str, name: str):
+    """torchvision's Bottleneck (v1.5: the stride is on the 3x3 conv), projection shortcut when `project`."""
+    keras, _, conv, bn, pad = _layers(data_format)
+    x = inputs = keras.Input(shape=input_shape, dtype=dtype, name=f"{name}_in")
+    y = conv(width, 1, name=f"{name}_conv1")(x)
+    y = bn(name=f"{name}_bn1")(y)
+    y = keras.layers.ReLU(name=f"{name}_relu1")(y)
+    y = pad(1, name=f"{name}_pad2")(y)
+    y = conv(width, 3, stride, name=f"{name}_conv2")(y)
+    y = bn(name=f"{name}_bn2")(y)
+    y = keras.layers.ReLU(name=f"{name}_relu2")(y)
+    y = conv(width * EXPANSION, 1, name=f"{name}_conv3")(y)
+    y = bn(name=f"{name}_bn3")(y)
+    if project:
+        shortcut = conv(width * EXPANSION, 1, stride, name=f"{name}_downsample_conv")(x)
+        shortcut = bn(name=f"{name}_downsample_bn")(shortcut)
+    else:
+        shortcut = x
+    y = keras.layers.Add(name=f"{name}_add")([y, shortcut])
+    y = keras.layers.ReLU(name=f"{name}_out")(y)
+    return keras.Model(inputs, y, name=name)
+
+
+def _head(input_shape, dtype: str, num_classes: int, data_format: str):
+    """Global average pool + Dense, whose logits are float32 under every policy (the loss is computed on them)."""
+    keras = compat.keras_module()
+    x = inputs = keras.Input(shape=input_shape, dtype=dtype, name="features")
+    x = keras.layers.GlobalAveragePooling2D(data_format=data_format, name="avgpool")(x)
+    x = keras.layers.Dense(num_classes, dtype="float32", name="fc")(x)
+    return keras.Model(inputs, x, name="head")
+
+
+def _output_shape(model) -> tuple:
+    shape = model.output_shape if hasattr(model, "output_shape") else model.outputs[0].shape
+    return tuple(int(d) for d in shape[1:])
+
+
+def build_resnet50(image_size: int, num_classes: int, data_format: str, recompute: bool):
+    """ResNet-50 v1.5 as torchvision builds it, from Keras layers, in the current dtype policy.
+
+    With `recompute`, every bottleneck block's call is wrapped in tf.recompute_grad: its activations
+    are dropped after the forward pass and recomputed in the backward pass.
+    """
+    import tensorflow as tf
+
+    keras = compat.keras_module()
+    dtype = compat.compute_dtype()
+    input_shape = (3, image_size, image_size) if data_format == "channels_first" else (image_size, image_size, 3)
+    stem = _stem(input_shape, dtype, data_format)
+    shape = _output_shape(stem)
+    blocks = []
+    in_channels = 64
+    for stage, (width, count, stride) in enumerate(STAGES, start=1):
+        for index in range(count):
+            first = index == 0
+            block = _bottleneck(
+                shape,
+                dtype,
+                width,
+                stride if first else 1,
+                first and (stride != 1 or in_channels != width * EXPANSION),
+                data_format,
+                name=f"layer{stage}_{index}",
+            )
+            blocks.append(block)
+            shape = _output_shape(block)
+            in_channels = width * EXPANSION
+    head = _head(shape, dtype, num_classes, data_format)
+
+    class ResNet50(keras.Model):
+        """stem -> 16 bottleneck blocks (each optionally recomputed) -> head."""
+
+        def __init__(self):
+            super().__init__(name="resnet50_v1_5")
+            self.stem = stem
+            self.blocks = blocks
+            self.head = head
+            self.recompute = recompute
+
+        def call(self, x, training=False):
+            x = self.stem(x, training=training)
+            for block in self.blocks:
+                if self.recompute:
+                    x = tf.recompute_grad(partial(_call_block, block, training=training))(x)
+                else:
+                    x = block(x, training=training)
+            return self.head(x, training=training)
+
+    return ResNet50()
+
+
+def _call_block(block, x, training):
+    return block(x, training=training)
+
+
+def build_keras_resnet50_v1(image_size: int, num_classes: int, data_format: str):
+    """keras.applications.ResNet50 (v1: stride on the 1x1 conv, conv bias), untrained, returning logits."""
+    keras = compat.keras_module()
+    input_shape = (3, image_size, image_size) if data_format == "channels_first" else (image_size, image_size, 3)
+    with compat.image_data_format(data_format):  # keras.applications reads the global format
+        return keras.applications.ResNet50(
+            weights=None, classes=num_classes, input_shape=input_shape, classifier_activation=None
+        )
+
+
+def trainable_parameters(model) -> int:
+    """Number of trainable scalars (BatchNorm gamma and beta included, moving statistics not)."""
+    return int(sum(int(np.prod(v.shape)) for v in model.trainable_weights))
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def run(spec: dict, ctx: RunContext) -> dict:
+    """Build the model, time training steps as spec["measure"] asks, and report images/s and losses."""
+    params = RESNET50_TRAIN.validate(spec["params"])
+    if params.model == "keras_resnet50_v1" and params.recompute == "blocks":
+        raise Unsupported(KERAS_V1_RECOMPUTE_REASON)
+    device.enable_memory_growth()
+    placement = device.resolve(spec["device"])
+    with device.identified(placement):
+        return _run(spec, ctx, params, placement)
+
+
+def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> dict:
+    tf = compat.tf_module()
+    seed = int(spec.get("seed") or 0)
+    api = {"precision": device.set_tensor_float_32(params.precision, placement)}
+    if params.memory_format == "channels_first" and not placement.is_gpu:
+        problem = compat.channels_first_cpu_problem(params.execution)
+        if problem:
+            raise Unsupported(problem)
+
+    compat.clear_session()
+    gc.collect()  # an earlier run's model in this process would otherwise count in the allocator peak
+    compat.set_random_seed(seed)
+    # the policy is global and read when layers are created: set it (float32 too) before building
+    api["precision"] = compat.set_global_policy(POLICIES[params.precision]) + "; " + api["precision"]
+    data_format = params.memory_format
+    with tf.device(placement.tf_name):
+        if params.model == "resnet50":
+            model = build_resnet50(params.image_size, params.num_classes, data_format, params.recompute == "blocks")
+            api["model"] = "ResNet-50 v1.5 from Keras layers (torchvision layout: stride on 3x3, no conv bias)"
+        else:
+            model = build_keras_resnet50_v1(params.image_size, params.num_classes, data_format)
+            api["model"] = "keras.applications.ResNet50(weights=None, classifier_activation=None) (v1, conv bias)"
+        variables = model.trainable_variables
+        images_host, labels_host = synthetic_batch(params, seed)
+        if data_format == "channels_last":
+            images_host = np.ascontiguousarray(images_host.transpose(0, 2, 3, 1))
+        images = tf.constant(images_host)
+        labels = tf.constant(labels_host)
+        optimizer, sgd_api = compat.sgd(params.lr, params.momentum)
+        update = compat.optimizer_update(optimizer, variables, loss_scaling=params.precision == "amp_fp16")
+    del images_host, labels_host
+    if params.precision == "amp_fp16":
+        api["precision"] += "; " + update.api
+    api["memory_format"] = (
+        f"keras data_format={data_format!r}" + (" (input transposed NCHW -> NHWC)" if data_format == "channels_last" else "")
+    )
+    api["recompute"] = (
+        f"tf.recompute_grad around each of the {sum(count for _, count, _ in STAGES)} bottleneck blocks"
+        if params.recompute == "blocks"
+        else "none"
+    )
+    api["optimizer"] = f"{sgd_api}; {update.api}"
+    api["loss"] = "tf.nn.sparse_softmax_cross_entropy_with_logits on float32 logits, mean"
+
+    if params.precision == "amp_fp16" and not placement.is_gpu:
+        ctx.warnings.append("float16 on the CPU runs TensorFlow's slow reference kernels: not a guide to any GPU")
+    accum = params.grad_accum
+
+    def micro_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(x, training=True), tf.float32)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+            # the mean over all grad_accum * batch_size images, as one large batch would give
+            scaled = update.scale(loss / accum)
+        return loss, tape.gradient(scaled, variables)
+
+    def train_step(x, y):
+        loss, grads = micro_step(x, y)
+
+        def accumulate(i, loss, grads):
+            loss, more = micro_step(x, y)
+            return i + 1, loss, [g + m for g, m in zip(grads, more)]
+
+        if accum > 1:
+            # a loop, not unrolled Python: the traced graph (and XLA's compile time) stays one micro-step
+            # long; parallel_iterations=1 keeps micro-batches from overlapping and raising the peak
+            _, loss, grads = tf.while_loop(
+                lambda i, *_: i < accum, accumulate, (tf.constant(1), loss, grads), parallel_iterations=1
+            )
+        update.apply(grads, variables)
+        return loss
+
+    step = device.build_step(train_step, params.execution)
+    api["execution"] = step.api + " around forward, tf.GradientTape backward and optimizer update"
+    api["grad_accum"] = (
+        f"{accum} micro-batch(es) of {params.batch_size} per optimizer update, loss / {accum}, gradients summed"
+        + (" in tf.while_loop" if accum > 1 else "")
+    )
+    clock, api["sync"] = device.clock()
+
+    losses = {}
+
+    def one_step():
+        loss = step.call(images, labels)
+        losses.setdefault("first", loss)
+        losses["last"] = loss  # read as a number only after the timed region
+
+    images_per_step = params.batch_size * accum
+    peak = device.AllocatorPeak(placement)
+    peak.reset()
+    with tf.device(placement.tf_name):
+        try:
+            timing = run_timed(
+                one_step,
+                clock,
+                spec["measure"],
+                work_per_step=images_per_step,
+                telemetry=ctx.telemetry_for(placement.neutral),
+            )
+        except (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError) as exc:
+            _raise_if_layout_unsupported(exc, data_format, placement)
+            raise
+    peak_bytes = peak.peak_bytes()
+
+    samples = timing.rates(images_per_step)
+    loss_first = float(losses["first"].numpy())
+    loss_last = float(losses["last"].numpy())
+    flops_per_image = train_flops_per_image(params.image_size, params.num_classes)
+    median = stats.median(samples)
+    count = trainable_parameters(model)
+    total = count + int(sum(int(np.prod(v.shape)) for v in model.non_trainable_weights))
+    expected = parameter_count(params.num_classes, params.model)
+    traces = step.traces()
+    if traces is not None and traces > 1:
+        ctx.warnings.append(f"the tf.function training step traced {traces} times (expected once)")
+    timing_fields = {
+        "steps_per_block": timing.steps_per_block,
+        "stop_reason": timing.stop_reason,
+        "block_wall_s": timing.wall_s,
+        "block_device_s": timing.device_s,
+        "traces": traces,
+        "images_per_step": images_per_step,
+    }
+    if params.precision == "amp_fp16":
+        timing_fields["loss_scale"] = compat.loss_scale_value(update.optimizer)
+
+    result = {
+        "device": placement.neutral,
+        "device_name": device.device_name(placement),
+        "framework_version": tf.__version__,
+        "api": api,
+        "samples": samples,
+        "step_time_s": timing.step_time_s(),
+        "first_step_s": timing.first_step_s,
+        "peak_allocated_bytes": peak_bytes,
+        "tflops": median * flops_per_image / 1e12,
+        "checks": {
+            "model_parameters": count,
+            "model_parameters_total": total,
+            "model_parameters_expected": expected,
+            "loss_first": loss_first,
+            "loss_last": loss_last,
+        },
+        "timing": timing_fields,
+        "env": device.environment(),
+    }
+    if not (math.isfinite(loss_first) and math.isfinite(loss_last)):
+        result["status"] = "diverged"
+        result["error"] = f"non-finite loss: first {loss_first}, last {loss_last}"
+    elif count != expected:
+        result["status"] = "failed"
+        result["error"] = f"wrong model: {count:,} trainable parameters, expected {expected:,} for {params.model}"
+    return result
+
+
+def _raise_if_layout_unsupported(exc: Exception, data_format: str, placement: device.Placement) -> None:
+    """Turn TF's "only NHWC on the CPU" kernel errors into Unsupported (e.g. TF_ENABLE_ONEDNN_OPTS=0's NCHW conv)."""
+    message = str(exc)
+    if data_format == "channels_first" and not placement.is_gpu and "NHWC" in message:
+        first_line = next((line for line in message.splitlines() if "NHWC" in line), message).strip()
+        raise Unsupported(
+            f"TensorFlow cannot run channels_first (NCHW) training on the CPU in this mode: {first_line}"
+        ) from exc

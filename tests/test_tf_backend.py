@@ -1,0 +1,375 @@
+"""The TensorFlow backend, run in-process on the CPU with tiny sizes (64x64 images, batch 2, 1-2 steps).
+
+Each test calls TensorFlowBackend().execute(spec, RunContext()) as the worker does, with a spec shaped
+as docs/architecture.md says. First steps of tf.function (~5-15 s) and XLA (~10-30 s) dominate.
+
+TensorFlow is imported by the tests, never when this file is collected: importing triton (which
+torchvision pulls in through torch._dynamo) after TensorFlow 2.21 segfaults the process, and
+test_torch_backend.py is collected after this file in the same pytest process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("tensorflow") is None:
+    pytest.skip("tensorflow is not installed", allow_module_level=True)
+
+from harness.backend import RunContext  # noqa: E402
+from harness.errors import Unsupported  # noqa: E402
+from harness.workloads import get_workload  # noqa: E402
+from harness.workloads.resnet50_train import parameter_count  # noqa: E402
+
+from backends.tensorflow import TensorFlowBackend, compat  # noqa: E402  (neither imports tensorflow)
+from backends.tensorflow import gemm as tf_gemm  # noqa: E402
+from backends.tensorflow import resnet50_train as tf_resnet  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TWO_BLOCKS = {"warmup": 0, "steps": 1, "repeats": 2}
+ONE_BLOCK = {"warmup": 0, "steps": 1, "repeats": 1}
+SMALL_TRAINING = {"batch_size": 2, "image_size": 64, "memory_format": "channels_last"}
+
+
+def make_spec(workload: str, params: dict, *, measure: dict | None = None, device: str = "cpu", seed: int = 0) -> dict:
+    """A spec as the worker receives it: validated params with defaults filled."""
+    return {
+        "run_id": "test-run",
+        "session_id": "test-session",
+        "run_key": "test-key",
+        "scenario": "test",
+        "workload": workload,
+        "backend": "tensorflow",
+        "device": device,
+        "params": get_workload(workload).validate(params).model_dump(),
+        "measure": dict(measure or TWO_BLOCKS),
+        "seed": seed,
+        "options": {},
+    }
+
+
+def execute(spec: dict) -> dict:
+    return TensorFlowBackend().execute(spec, RunContext())
+
+
+def train(measure: dict | None = None, **params) -> dict:
+    return execute(make_spec("resnet50_train", {**SMALL_TRAINING, **params}, measure=measure))
+
+
+@pytest.fixture(scope="module")
+def tf():
+    import tensorflow
+
+    return tensorflow
+
+
+@pytest.fixture(scope="module")
+def eager_fp32_run() -> dict:
+    """One small eager fp32 channels_last training run, shared by the tests that only read it."""
+    return train()
+
+
+# --- the package --------------------------------------------------------------------------------
+
+
+def test_importing_the_backend_imports_neither_tensorflow_nor_keras():
+    code = (
+        "import sys, backends.tensorflow as b; b.TensorFlowBackend().unsupported_reason('gemm', {}, 'cpu'); "
+        "bad = [m for m in ('tensorflow', 'keras') if m in sys.modules]; assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_backend_declares_its_names_and_techniques():
+    backend = TensorFlowBackend()
+    assert backend.name == "tensorflow" and "tf" in backend.aliases
+    assert backend.workloads["resnet50_train"]["recompute"] == ("none", "blocks")
+    assert backend.unsupported_reason("gemm", {"precision": "tf32"}, "cpu").startswith("TF32")
+
+
+def test_tensorflow_oom_and_memory_error_are_classified_as_oom(tf):
+    backend = TensorFlowBackend()
+    assert backend.classify_error(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")) == "oom"
+    assert backend.classify_error(MemoryError()) == "oom"
+    assert backend.classify_error(RuntimeError("OOM when allocating tensor with shape[256,64,112,112]")) == "oom"
+    assert backend.classify_error(ValueError("shapes do not match")) is None
+
+
+def test_a_gpu_tensorflow_does_not_see_is_unsupported_and_auto_falls_back_to_the_cpu():
+    with pytest.raises(Unsupported, match=r"TensorFlow sees 0 GPU"):
+        execute(make_spec("gemm", {"size": 32}, device="cuda:3"))
+    result = execute(make_spec("gemm", {"size": 32}, device="auto"))
+    assert result["device"] == "cpu" and result["device_name"]
+
+
+# --- gemm ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_gemm_is_correct_on_the_cpu(precision):
+    result = execute(make_spec("gemm", {"m": 96, "n": 64, "k": 80, "batch": 2, "precision": precision}))
+    assert "status" not in result, result.get("error")
+    assert result["checks"]["correct"] is True
+    assert result["checks"]["max_rel_error"] <= result["checks"]["tolerance"]
+    assert len(result["samples"]) == 2 and all(s > 0 for s in result["samples"])
+    assert result["tflops"] == pytest.approx(float(np.median(result["samples"])))
+    dtype = tf_gemm.DTYPES[precision]
+    assert result["api"]["precision"].startswith(f"{dtype} operands")
+    assert "enable_tensor_float_32_execution(False)" in result["api"]["precision"]
+
+
+def test_gemm_tf32_on_the_cpu_is_unsupported_with_a_reason_naming_the_resolved_device():
+    with pytest.raises(Unsupported, match="TF32 is a tensor-core format") as raised:
+        execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto"))
+    assert raised.value.partial["device"] == "cpu"  # the worker records `cpu`, not `auto`
+
+
+def test_gemm_with_a_corrupted_product_is_failed_and_keeps_its_figures(monkeypatch, tf):
+    monkeypatch.setattr(tf_gemm, "_product", lambda a, b: tf.linalg.matmul(a, b) + 1.0)
+    result = execute(make_spec("gemm", {"size": 64}))
+    assert result["status"] == "failed"
+    assert result["error"].startswith("wrong result:")
+    assert result["checks"]["correct"] is False
+    assert len(result["samples"]) == 2 and result["tflops"] > 0
+
+
+def test_gemm_execution_modes_each_name_their_api_and_trace_once():
+    apis = {}
+    for execution in ("eager", "graph", "compiled"):
+        result = execute(make_spec("gemm", {"size": 48, "execution": execution}, measure={"warmup": 2, "steps": 3, "repeats": 2}))
+        assert result["checks"]["correct"] is True
+        apis[execution] = result["api"]["execution"]
+        assert result["timing"]["traces"] == (None if execution == "eager" else 1)
+    assert apis["graph"] == "tf.function(jit_compile=False)"
+    assert apis["compiled"] == "tf.function(jit_compile=True)"
+    assert apis["eager"].startswith("eager: plain Python step")
+
+
+# --- resnet50_train: the model ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
+def test_keras_resnet50_v1_5_build_has_torchvisions_parameter_count(data_format):
+    compat.set_global_policy("float32")
+    model = tf_resnet.build_resnet50(64, 1000, data_format, recompute=False)
+    assert tf_resnet.trainable_parameters(model) == 25_557_032 == parameter_count(1000)
+    assert len(model.blocks) == 16
+
+
+def max_logit_difference_from_torchvision(data_format: str, image_size: int = 80, execution: str = "compiled") -> float:
+    """Copy a torchvision resnet50's weights (BatchNorm statistics randomized) into the Keras build and
+    return the largest relative difference of their inference logits. Import torch before calling this."""
+    import tensorflow as tf
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    reference = torchvision.models.resnet50().eval()
+    with torch.no_grad():
+        for module in reference.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.1, 0.1)
+                module.running_var.uniform_(0.5, 1.5)
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.1, 0.1)
+    weights = {k: v.numpy() for k, v in reference.state_dict().items()}
+
+    compat.set_global_policy("float32")
+    model = tf_resnet.build_resnet50(image_size, 1000, data_format, recompute=False)
+    layers = {layer.name: layer for sub in (model.stem, *model.blocks, model.head) for layer in sub.layers}
+
+    def conv(keras_name, torch_name):
+        layers[keras_name].set_weights([weights[f"{torch_name}.weight"].transpose(2, 3, 1, 0)])
+
+    def bn(keras_name, torch_name):
+        layers[keras_name].set_weights([weights[f"{torch_name}.{k}"] for k in ("weight", "bias", "running_mean", "running_var")])
+
+    conv("conv1", "conv1")
+    bn("bn1", "bn1")
+    for stage, count in enumerate((3, 4, 6, 3), start=1):
+        for index in range(count):
+            k, t = f"layer{stage}_{index}", f"layer{stage}.{index}"
+            for j in (1, 2, 3):
+                conv(f"{k}_conv{j}", f"{t}.conv{j}")
+                bn(f"{k}_bn{j}", f"{t}.bn{j}")
+            if index == 0:
+                conv(f"{k}_downsample_conv", f"{t}.downsample.0")
+                bn(f"{k}_downsample_bn", f"{t}.downsample.1")
+    layers["fc"].set_weights([weights["fc.weight"].T, weights["fc.bias"]])
+
+    images = np.random.default_rng(0).standard_normal((2, 3, image_size, image_size)).astype(np.float32)
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(images)).numpy()
+    keras_images = images.transpose(0, 2, 3, 1) if data_format == "channels_last" else images
+    # through XLA: TF 2.12's oneDNN NCHW max pool on the CPU returns wrong values in eager mode and, depending
+    # on the graph it lands in, in tf.function too (its NCHW gradient raises, so training there is Unsupported)
+    forward = lambda t: model(t, training=False)  # noqa: E731
+    if execution != "eager":
+        forward = tf.function(forward, jit_compile=execution == "compiled")
+    got = forward(tf.constant(keras_images)).numpy()
+    return float(np.abs(got - expected).max() / np.abs(expected).max())
+
+
+def test_keras_resnet50_v1_5_computes_what_torchvision_computes_with_the_same_weights():
+    if importlib.util.find_spec("torchvision") is None:  # not importorskip: it would import torch after TF
+        pytest.skip("torchvision is not installed")
+    # torch is imported first, in its own process: TF 2.12 imported before torch 2.0 can hang
+    code = (
+        "import torch, torchvision, json; from tests.test_tf_backend import max_logit_difference_from_torchvision as d; "
+        "print(json.dumps([d('channels_last'), d('channels_first')]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    differences = json.loads(out.strip().splitlines()[-1])
+    assert max(differences) < 1e-4, differences
+
+
+def test_keras_resnet50_v1_build_is_keras_applications_with_its_own_count():
+    compat.set_global_policy("float32")
+    model = tf_resnet.build_keras_resnet50_v1(64, 1000, "channels_last")
+    trainable = tf_resnet.trainable_parameters(model)
+    total = trainable + int(sum(np.prod(v.shape) for v in model.non_trainable_weights))
+    # harness counts trainable weights, as torchvision does; Keras's "Total params" adds the
+    # BatchNorm moving statistics
+    assert trainable == 25_583_592 == parameter_count(1000, "keras_resnet50_v1")
+    assert total == 25_636_712
+
+
+# --- resnet50_train: runs -----------------------------------------------------------------------
+
+
+def test_training_gives_finite_losses_one_sample_per_repeat_and_the_v1_5_count(eager_fp32_run):
+    result = eager_fp32_run
+    assert "status" not in result, result.get("error")
+    checks = result["checks"]
+    assert math.isfinite(checks["loss_first"]) and math.isfinite(checks["loss_last"])
+    assert checks["model_parameters"] == 25_557_032
+    assert len(result["samples"]) == 2 and all(s > 0 for s in result["samples"])
+    assert result["peak_allocated_bytes"] > 100 * 2**20  # the weights alone are ~100 MB
+    assert result["tflops"] > 0 and result["first_step_s"] > 0
+    assert result["api"]["memory_format"].startswith("keras data_format='channels_last'")
+    assert result["env"]["keras"] == compat.keras_version()
+
+
+def test_channels_first_trains_the_same_network_or_is_unsupported_with_a_reason(eager_fp32_run):
+    try:
+        result = train(memory_format="channels_first", measure=ONE_BLOCK)
+    except Unsupported as exc:  # Keras 2 on the CPU: TF's NCHW max pool gives wrong values / has no gradient
+        assert not compat.is_keras3() and "channels_first (NCHW)" in str(exc)
+        return
+    assert "status" not in result, result.get("error")
+    assert result["api"]["memory_format"] == "keras data_format='channels_first'"
+    # same seed, same weights, same images: the first loss matches the channels_last run's
+    assert result["checks"]["loss_first"] == pytest.approx(eager_fp32_run["checks"]["loss_first"], rel=1e-4)
+
+
+def test_training_execution_modes_name_different_apis_and_do_not_retrace(eager_fp32_run):
+    apis = {"eager": eager_fp32_run["api"]["execution"]}
+    assert eager_fp32_run["timing"]["traces"] is None
+    for execution in ("graph", "compiled"):
+        result = train(execution=execution)
+        assert "status" not in result, result.get("error")
+        assert math.isfinite(result["checks"]["loss_last"])
+        assert result["timing"]["traces"] == 1  # three calls, one trace
+        apis[execution] = result["api"]["execution"]
+    assert apis["graph"].startswith("tf.function(jit_compile=False)")
+    assert apis["compiled"].startswith("tf.function(jit_compile=True)")
+    assert len(set(apis.values())) == 3
+
+
+def test_tf32_training_on_the_cpu_is_unsupported_with_a_reason():
+    with pytest.raises(Unsupported, match="TF32"):
+        train(precision="tf32")
+
+
+def test_amp_bf16_trains_under_the_mixed_bfloat16_policy_with_float32_logits():
+    result = train(precision="amp_bf16", image_size=32, measure=ONE_BLOCK)
+    assert "status" not in result, result.get("error")
+    assert "mixed_bfloat16" in result["api"]["precision"]
+    assert math.isfinite(result["checks"]["loss_first"])
+
+
+def test_amp_fp16_scales_the_loss_through_a_loss_scale_optimizer(monkeypatch, tf):
+    seen = {"scaled": 0}
+    real = compat.optimizer_update
+
+    def spy(optimizer, variables, *, loss_scaling):
+        update = real(optimizer, variables, loss_scaling=loss_scaling)
+        inner_scale = update.scale
+
+        def counting_scale(loss):
+            seen["scaled"] += 1
+            return inner_scale(loss)
+
+        update.scale = counting_scale
+        seen["update"] = update
+        return update
+
+    monkeypatch.setattr(compat, "optimizer_update", spy)
+    result = train(precision="amp_fp16", image_size=32, measure=ONE_BLOCK)
+    assert "status" not in result, result.get("error")
+    update = seen["update"]
+    assert "LossScaleOptimizer" in type(update.optimizer).__name__
+    assert seen["scaled"] == 2  # eager: once per step, first step and one timed step
+    scale = result["timing"]["loss_scale"]
+    assert scale is not None and scale > 1
+    assert float(update.scale(tf.constant(1.0))) == scale  # the loss really is multiplied by the scale
+    assert "mixed_float16" in result["api"]["precision"] and "LossScaleOptimizer" in result["api"]["precision"]
+
+
+def test_recompute_blocks_lowers_the_cpu_allocator_peak():
+    # activations must outweigh weights + gradients + momentum (~300 MB) for recompute to pay:
+    # at batch 4, 160x160 the peak falls (about 707 -> 470 MiB on TF 2.21); at 64x64 it rises
+    peaks = {}
+    for recompute in ("none", "blocks"):
+        result = train(recompute=recompute, batch_size=4, image_size=160, measure=ONE_BLOCK)
+        assert "status" not in result, result.get("error")
+        peaks[recompute] = result["peak_allocated_bytes"]
+        if recompute == "blocks":
+            assert result["api"]["recompute"] == "tf.recompute_grad around each of the 16 bottleneck blocks"
+    assert peaks["blocks"] < 0.85 * peaks["none"], peaks
+
+
+def test_recompute_blocks_runs_inside_tf_function():
+    result = train(recompute="blocks", execution="graph", image_size=32, measure=ONE_BLOCK)
+    assert "status" not in result, result.get("error")
+    assert result["timing"]["traces"] == 1
+
+
+def test_grad_accum_2_counts_twice_the_images_and_averages_the_gradients(eager_fp32_run):
+    result = train(grad_accum=2)
+    assert "status" not in result, result.get("error")
+    assert result["timing"]["images_per_step"] == 4
+    for rate, wall in zip(result["samples"], result["timing"]["block_wall_s"]):
+        assert rate == pytest.approx(4 * result["timing"]["steps_per_block"] / wall)
+    # the same micro-batch twice, gradients averaged: the same updates, so the same loss, as grad_accum 1
+    assert result["checks"]["loss_last"] == pytest.approx(eager_fp32_run["checks"]["loss_last"], rel=1e-3)
+
+
+def test_a_non_finite_loss_is_reported_as_diverged(monkeypatch):
+    real = tf_resnet.synthetic_batch
+
+    def poisoned(params, seed):
+        images, labels = real(params, seed)
+        return np.full_like(images, np.nan), labels
+
+    monkeypatch.setattr(tf_resnet, "synthetic_batch", poisoned)
+    result = train(image_size=32, measure=ONE_BLOCK)
+    assert result["status"] == "diverged"
+    assert "non-finite loss" in result["error"]
+    assert len(result["samples"]) == 1
+
+
+def test_keras_resnet50_v1_trains_and_recompute_on_it_is_unsupported():
+    result = train(model="keras_resnet50_v1", image_size=32, measure=ONE_BLOCK)
+    assert "status" not in result, result.get("error")
+    assert result["checks"]["model_parameters"] == result["checks"]["model_parameters_expected"] == 25_583_592
+    with pytest.raises(Unsupported, match="keras.applications.ResNet50"):
+        train(model="keras_resnet50_v1", recompute="blocks")
