@@ -1,0 +1,88 @@
+"""The timed loop: first step alone, warm-up untimed, blocks synchronized, adaptive repetition."""
+
+import itertools
+
+import pytest
+
+from harness.measure import BlockTime, run_timed
+
+
+class ScriptedClock:
+    """A clock whose blocks take the scripted seconds; counts syncs and the steps inside each block."""
+
+    def __init__(self, block_seconds):
+        self.block_seconds = iter(block_seconds)
+        self.syncs = 0
+        self.first = True
+
+    def sync(self):
+        self.syncs += 1
+
+    def start(self):
+        self.sync()
+        return None
+
+    def stop(self, token):
+        self.sync()
+        if self.first:  # the first step, timed alone
+            self.first = False
+            return BlockTime(5.0)
+        return BlockTime(next(self.block_seconds))
+
+
+def test_first_step_and_warmup_are_not_in_the_timed_blocks():
+    calls = []
+    clock = ScriptedClock(itertools.repeat(1.0))
+    timing = run_timed(lambda: calls.append(1), clock, {"warmup": 4, "steps": 3, "repeats": 2})
+    assert len(calls) == 1 + 4 + 2 * 3
+    assert timing.first_step_s == 5.0
+    assert timing.wall_s == [1.0, 1.0] and timing.steps_per_block == 3
+    assert timing.rates(work_per_step=10) == [30.0, 30.0]
+    assert timing.stop_reason == "repeats"
+
+
+def test_target_ci_keeps_repeating_until_the_interval_is_narrow():
+    noisy_then_steady = [1.0, 1.5, 0.7] + [1.0] * 100
+    timing = run_timed(lambda: None, ScriptedClock(noisy_then_steady),
+                       {"warmup": 0, "steps": 1, "repeats": 3, "target_ci_pct": 2.0, "max_repeats": 200})
+    assert timing.stop_reason == "target_ci"
+    assert 3 < len(timing.blocks) < 200
+
+
+def test_max_repeats_ends_a_search_that_never_gets_narrow_and_says_so():
+    alternating = itertools.cycle([1.0, 2.0])
+    timing = run_timed(lambda: None, ScriptedClock(alternating),
+                       {"warmup": 0, "steps": 1, "repeats": 3, "target_ci_pct": 0.1, "max_repeats": 12})
+    assert timing.stop_reason == "max_repeats" and len(timing.blocks) == 12
+
+
+def test_min_time_runs_blocks_until_enough_time_was_timed():
+    timing = run_timed(lambda: None, ScriptedClock(itertools.repeat(0.25)),
+                       {"warmup": 0, "steps": 1, "repeats": 2, "min_time_s": 2.0})
+    assert timing.stop_reason == "min_time" and len(timing.blocks) == 8
+
+
+def test_telemetry_covers_only_the_timed_blocks():
+    events = []
+
+    class Probe:
+        def start(self):
+            events.append("start")
+
+        def stop(self):
+            events.append("stop")
+
+    def step():
+        events.append("step")
+
+    run_timed(step, ScriptedClock(itertools.repeat(1.0)), {"warmup": 2, "steps": 1, "repeats": 2}, telemetry=Probe())
+    assert events == ["step", "step", "step", "start", "step", "step", "stop"]
+
+
+@pytest.mark.parametrize("bad", [{"steps": 0}, {"repeats": 0}])
+def test_the_scenario_schema_refuses_empty_measurements(bad, write_scenario):
+    from harness.errors import InputError
+    from harness.scenario import load_scenario
+
+    with pytest.raises(InputError):
+        load_scenario(write_scenario({"name": "m", "workload": "gemm", "params": {"size": 8}, "measure": bad}))
