@@ -6,7 +6,6 @@ inside `execute`, which only ever runs in a worker process.
 
 from __future__ import annotations
 
-import abc
 import importlib
 import os
 import importlib.metadata as md
@@ -38,7 +37,7 @@ class RunContext:
         return self.telemetry
 
 
-class Backend(abc.ABC):
+class Backend:
     """A framework adapter. Subclasses set the class attributes and implement `execute`."""
 
     #: Canonical name, as written in result records (`torch`, `tensorflow`).
@@ -49,6 +48,8 @@ class Backend(abc.ABC):
     distributions: ClassVar[tuple[str, ...]] = ()
     #: Workloads this backend runs, each with the neutral technique values it maps.
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {}
+    #: The module that runs each workload (its `run(spec, ctx)`); imported only inside the worker.
+    modules: ClassVar[dict[str, str]] = {}
 
     def framework_version(self) -> str | None:
         """The installed framework's version, read from package metadata (no import)."""
@@ -72,13 +73,19 @@ class Backend(abc.ABC):
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
         return None
 
-    @abc.abstractmethod
     def execute(self, spec: dict, ctx: RunContext) -> dict:
         """Run one spec in this (worker) process and return the measured fields of its record.
 
-        Raise harness.errors.Unsupported / OutOfMemory for those statuses; `classify_error` maps the
+        Imports the workload's module from `modules` and calls its `run(spec, ctx)`. Raise
+        harness.errors.Unsupported / OutOfMemory for those statuses; `classify_error` maps the
         framework's own exceptions.
         """
+        from harness.errors import Unsupported
+
+        workload = spec["workload"]
+        if workload not in self.modules:
+            raise Unsupported(f"the {self.name} backend has no workload {workload!r} (it has: {', '.join(sorted(self.modules))})")
+        return importlib.import_module(self.modules[workload]).run(spec, ctx)
 
     def classify_error(self, exc: BaseException) -> str | None:
         """The status (`oom`, `unsupported`) a framework exception means, or None for `failed`."""

@@ -85,6 +85,16 @@ class Timing:
         """Median seconds of one step across blocks."""
         return stats.median([w / self.steps_per_block for w in self.wall_s])
 
+    def fields(self, **extra) -> dict:
+        """The record's `timing` entry: block sizes and times, why the loop stopped, plus `extra`."""
+        return {
+            "steps_per_block": self.steps_per_block,
+            "stop_reason": self.stop_reason,
+            "block_wall_s": self.wall_s,
+            "block_device_s": self.device_s,
+            **extra,
+        }
+
 
 def measure_settings(measure: dict) -> dict:
     """Fill the defaults of a `measure:` block (the scenario schema has the same defaults)."""

@@ -1,8 +1,6 @@
 """Nothing lost: interrupts keep finished rows and --resume completes them; concurrent writers lose
 nothing; out-of-memory is a status; the largest batch that fits is found."""
 
-import json
-import os
 import signal
 import subprocess
 import sys

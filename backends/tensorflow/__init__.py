@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any, ClassVar
 
-from harness.backend import Backend, RunContext
+from harness.backend import Backend
 
 _EXECUTION = ("eager", "graph", "compiled")
 
@@ -44,6 +44,7 @@ class TensorFlowBackend(Backend):
             "execution": _EXECUTION,
         },
     }
+    modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm", "resnet50_train": "backends.tensorflow.resnet50_train"}
 
     def unsupported_reason(self, workload: str, params: dict, device: str) -> str | None:
         """Combinations known to be impossible before TensorFlow is imported."""
@@ -57,21 +58,6 @@ class TensorFlowBackend(Backend):
 
             return KERAS_V1_RECOMPUTE_REASON
         return None
-
-    def execute(self, spec: dict, ctx: RunContext) -> dict:
-        """Run one spec in this process (imports TensorFlow) and return its measured record fields."""
-        workload = spec["workload"]
-        if workload == "gemm":
-            from backends.tensorflow import gemm
-
-            return gemm.run(spec, ctx)
-        if workload == "resnet50_train":
-            from backends.tensorflow import resnet50_train
-
-            return resnet50_train.run(spec, ctx)
-        from harness.errors import Unsupported
-
-        raise Unsupported(f"the tensorflow backend has no workload {workload!r}")
 
     def classify_error(self, exc: BaseException) -> str | None:
         """`oom` for TensorFlow's ResourceExhaustedError, an allocation failure message, or MemoryError."""

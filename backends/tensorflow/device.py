@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 from dataclasses import dataclass
 
 from harness.errors import Unsupported
@@ -108,15 +107,10 @@ def identified(placement: Placement):
 
 
 def cpu_model_name() -> str | None:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what platform says."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
+    """The CPU's model name (harness.env reads /proc/cpuinfo)."""
+    from harness.env import cpu_model
+
+    return cpu_model() or None
 
 
 def clock() -> tuple[WallClock, str]:

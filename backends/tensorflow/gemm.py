@@ -84,13 +84,7 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
         "peak_allocated_bytes": peak_bytes,
         "tflops": stats.median(samples),
         "checks": checks,
-        "timing": {
-            "steps_per_block": timing.steps_per_block,
-            "stop_reason": timing.stop_reason,
-            "block_wall_s": timing.wall_s,
-            "block_device_s": timing.device_s,
-            "traces": traces,
-        },
+        "timing": timing.fields(traces=traces),
         "env": device.environment(),
     }
     if not checks["correct"]:

@@ -326,14 +326,7 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
     traces = step.traces()
     if traces is not None and traces > 1:
         ctx.warnings.append(f"the tf.function training step traced {traces} times (expected once)")
-    timing_fields = {
-        "steps_per_block": timing.steps_per_block,
-        "stop_reason": timing.stop_reason,
-        "block_wall_s": timing.wall_s,
-        "block_device_s": timing.device_s,
-        "traces": traces,
-        "images_per_step": images_per_step,
-    }
+    timing_fields = timing.fields(traces=traces, images_per_step=images_per_step)
     if params.precision == "amp_fp16":
         timing_fields["loss_scale"] = compat.loss_scale_value(update.optimizer)
 

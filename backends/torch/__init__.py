@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from harness.backend import Backend, RunContext
+from harness.backend import Backend
 from harness.errors import OutOfMemory, Unsupported
 
 _PRECISION = ("fp32", "tf32", "amp_fp16", "amp_bf16")
@@ -56,6 +56,7 @@ class TorchBackend(Backend):
             "execution": _EXECUTION,
         },
     }
+    modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm", "resnet50_train": "backends.torch.resnet50_train"}
 
     def unsupported_reason(self, workload: str, params: dict, device: str) -> str | None:
         """Combinations known to be impossible before torch is imported (the rest are found in execute)."""
@@ -74,19 +75,6 @@ class TorchBackend(Backend):
             if params.get("execution") == "graph" and params.get("precision") == "amp_fp16":
                 return GRAPH_WITH_GRAD_SCALER
         return None
-
-    def execute(self, spec: dict, ctx: RunContext) -> dict:
-        """Run one spec in this process: dispatch to the workload's module (which imports torch)."""
-        workload = spec["workload"]
-        if workload == "gemm":
-            from backends.torch import gemm
-
-            return gemm.run(spec, ctx)
-        if workload == "resnet50_train":
-            from backends.torch import resnet50_train
-
-            return resnet50_train.run(spec, ctx)
-        raise Unsupported(f"the torch backend has no workload {workload!r} (it has: {', '.join(sorted(self.workloads))})")
 
     def classify_error(self, exc: BaseException) -> str | None:
         """`oom` for torch's and the host's out-of-memory errors (cuDNN/cuBLAS allocation failures too)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata as md
-import platform
 import time
 from typing import Any, Callable
 
@@ -54,14 +53,9 @@ def device_name(device) -> str:
 
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
+    from harness.env import cpu_model
+
+    return cpu_model() or "cpu"
 
 
 def compute_capability(device) -> tuple[int, int] | None:
@@ -230,3 +224,12 @@ def launch_bound_warning(probe: dict | None, execution: str) -> str | None:
         return None
     text = f"launch-bound: the GPU is idle {100 * probe['gpu_idle_fraction']:.0f}% of the step waiting for the host"
     return text + ("; try execution: graph" if execution != "graph" else "")
+
+
+def probe_launch_bound(step: Callable[[], Any], device, timing, execution: str, ctx) -> dict:
+    """Run the launch probe after the timed blocks; its figures for `timing`, its warning into ctx."""
+    probe = launch_probe(step, device, timing.step_time_s())
+    warning = launch_bound_warning(probe, execution)
+    if warning:
+        ctx.warnings.append(warning)
+    return probe or {}

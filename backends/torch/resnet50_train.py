@@ -170,19 +170,8 @@ def run(spec: dict, ctx) -> dict:
     loss_first = float(losses["first"].float().item())
     loss_last = float(losses["last"].float().item())
 
-    timing_out: dict[str, Any] = {
-        "steps_per_block": timing.steps_per_block,
-        "stop_reason": timing.stop_reason,
-        "block_wall_s": timing.wall_s,
-        "block_device_s": timing.device_s,
-        "images_per_step": images_per_step,
-    }
-    probe = devices.launch_probe(step, device, timing.step_time_s())
-    if probe:
-        timing_out.update(probe)
-        warning = devices.launch_bound_warning(probe, execution)
-        if warning:
-            ctx.warnings.append(warning)
+    timing_out = timing.fields(images_per_step=images_per_step)
+    timing_out.update(devices.probe_launch_bound(step, device, timing, execution, ctx))
 
     samples = timing.rates(images_per_step)
     median = stats.median(samples)
