@@ -122,3 +122,44 @@ def test_list_shows_scenarios_workloads_and_backends(harness_cli):
     assert code == 0, err
     assert "quickstart" in out and "resnet50_train" in out
     assert "torch" in out and "tensorflow" in out
+
+
+def test_backend_tf_runs_only_tensorflow_and_both_backends_multiply_the_same_numbers(tmp_path, write_scenario, harness_cli):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("torch")
+    path = write_scenario({"name": "same", "workload": "gemm", "params": {"size": 64, "precision": "fp32"},
+                           "measure": {"warmup": 0, "steps": 1, "repeats": 2}, "devices": ["cpu"]})
+    code, out, err = harness_cli("run", path, "--backend", "tf", "--store", "b.db")
+    assert code == 0, err
+    with Store(tmp_path / "b.db") as store:
+        tf_only = store.records()
+    assert [r["backend"] for r in tf_only] == ["tensorflow"]
+    code, out, err = harness_cli("run", path, "--backend", "pytorch", "--store", "b.db")
+    assert code == 0, err
+    with Store(tmp_path / "b.db") as store:
+        records = {r["backend"]: r for r in store.records()}
+    assert set(records) == {"torch", "tensorflow"}
+    assert records["torch"]["checks"]["correct"] and records["tensorflow"]["checks"]["correct"]
+    assert records["torch"]["checks"]["inputs_fingerprint"] == records["tensorflow"]["checks"]["inputs_fingerprint"]
+    other_seed = write_scenario({"name": "same", "workload": "gemm", "params": {"size": 64}, "seed": 1,
+                                 "measure": {"warmup": 0, "steps": 1, "repeats": 2}, "devices": ["cpu"]}, name="seed1.yaml")
+    code, out, err = harness_cli("run", other_seed, "--backend", "torch", "--store", "c.db")
+    with Store(tmp_path / "c.db") as store:
+        (reseeded,) = store.records()
+    assert reseeded["checks"]["inputs_fingerprint"] != records["torch"]["checks"]["inputs_fingerprint"]
+
+
+def test_resnet50_on_both_backends_is_the_same_model_on_the_same_images(tmp_path, write_scenario, harness_cli):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("torch")
+    path = write_scenario({"name": "same-model", "workload": "resnet50_train",
+                           "params": {"batch_size": 2, "image_size": 32, "memory_format": "channels_last"},
+                           "measure": {"warmup": 0, "steps": 1, "repeats": 1}, "devices": ["cpu"]})
+    code, out, err = harness_cli("run", path, "--backend", "all", "--store", "m.db")
+    assert code == 0, err
+    with Store(tmp_path / "m.db") as store:
+        records = {r["backend"]: r for r in store.records()}
+    torch_checks, tf_checks = records["torch"]["checks"], records["tensorflow"]["checks"]
+    assert torch_checks["model_parameters"] == tf_checks["model_parameters"] == 25_557_032
+    assert torch_checks["inputs_fingerprint"] == tf_checks["inputs_fingerprint"]
+    assert records["torch"]["metric"] == records["tensorflow"]["metric"] == "throughput"

@@ -11,6 +11,7 @@ import numpy as np
 from harness import stats
 from harness.backend import RunContext
 from harness.measure import run_timed
+from harness.workloads.base import fingerprint
 from harness.workloads.gemm import GEMM, check_product, gemm_flops, gemm_inputs, sample_rows
 
 from backends.tensorflow import compat, device
@@ -42,6 +43,7 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
     api = {"precision": f"{dtype} operands; " + device.set_tensor_float_32(params.precision, placement)}
 
     a_host, b_host = gemm_inputs(params, seed)
+    inputs_fingerprint = fingerprint(a_host, b_host)
     with tf.device(placement.tf_name):
         a = tf.cast(tf.constant(a_host), dtype)
         b = tf.cast(tf.constant(b_host), dtype)
@@ -69,6 +71,7 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
 
     samples = [rate / 1e12 for rate in timing.rates(flops)]
     checks = _check(a, b, last["c"], params, seed)
+    checks["inputs_fingerprint"] = inputs_fingerprint
     traces = step.traces()
     if traces is not None and traces > 1:
         ctx.warnings.append(f"the tf.function step traced {traces} times (expected once)")

@@ -25,6 +25,7 @@ from harness import stats
 from harness.backend import RunContext
 from harness.errors import Unsupported
 from harness.measure import run_timed
+from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import (
     EXPANSION,
     RESNET50_TRAIN,
@@ -235,6 +236,7 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
             api["model"] = "keras.applications.ResNet50(weights=None, classifier_activation=None) (v1, conv bias)"
         variables = model.trainable_variables
         images_host, labels_host = synthetic_batch(params, seed)
+        inputs_fingerprint = fingerprint(images_host, labels_host)  # before the layout change: the neutral batch
         if data_format == "channels_last":
             images_host = np.ascontiguousarray(images_host.transpose(0, 2, 3, 1))
         images = tf.constant(images_host)
@@ -341,6 +343,7 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
         "peak_allocated_bytes": peak_bytes,
         "tflops": median * flops_per_image / 1e12,
         "checks": {
+            "inputs_fingerprint": inputs_fingerprint,
             "model_parameters": count,
             "model_parameters_total": total,
             "model_parameters_expected": expected,

@@ -8,6 +8,7 @@ from harness import stats
 from harness.errors import Unsupported
 from harness.measure import run_timed
 from harness.workloads import get_workload
+from harness.workloads.base import fingerprint
 from harness.workloads.gemm import check_product, gemm_flops, gemm_inputs, sample_rows
 
 from backends.torch import CUDA_GRAPH_ON_CPU, compat, device as devices, precision as precisions
@@ -47,6 +48,7 @@ def run(spec: dict, ctx) -> dict:
     api["precision"] = f"{dtype} operands; {flags}"
 
     a_np, b_np = gemm_inputs(p, seed)
+    inputs_fingerprint = fingerprint(a_np, b_np)
     a = torch.from_numpy(a_np).to(device=device, dtype=dtype)
     b = torch.from_numpy(b_np).to(device=device, dtype=dtype)
     del a_np, b_np
@@ -107,6 +109,7 @@ def run(spec: dict, ctx) -> dict:
         rows,
         p.precision,
     )
+    checks["inputs_fingerprint"] = inputs_fingerprint
 
     timing_out = timing.fields(products_per_step=products_per_step)
     timing_out.update(devices.probe_launch_bound(step, device, timing, execution, ctx))

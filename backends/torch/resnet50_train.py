@@ -13,6 +13,7 @@ from harness import stats
 from harness.errors import Unsupported, WrongResult
 from harness.measure import run_timed
 from harness.workloads import get_workload
+from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import parameter_count, synthetic_batch, train_flops_per_image
 
 from backends.torch import CUDA_GRAPH_ON_CPU, GRAPH_WITH_GRAD_SCALER, KERAS_V1_ON_TORCH
@@ -94,6 +95,7 @@ def run(spec: dict, ctx) -> dict:
     model.train()
 
     images_np, labels_np = synthetic_batch(p, seed)
+    inputs_fingerprint = fingerprint(images_np, labels_np)
     images = torch.from_numpy(images_np).to(device)
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
@@ -187,6 +189,7 @@ def run(spec: dict, ctx) -> dict:
         "peak_allocated_bytes": peak,
         "tflops": median * flops_per_image / 1e12 if median is not None else None,
         "checks": {
+            "inputs_fingerprint": inputs_fingerprint,
             "model_parameters": n_params,
             "loss_first": loss_first,
             "loss_last": loss_last,
