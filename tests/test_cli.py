@@ -163,3 +163,10 @@ def test_resnet50_on_both_backends_is_the_same_model_on_the_same_images(tmp_path
     assert torch_checks["model_parameters"] == tf_checks["model_parameters"] == 25_557_032
     assert torch_checks["inputs_fingerprint"] == tf_checks["inputs_fingerprint"]
     assert records["torch"]["metric"] == records["tensorflow"]["metric"] == "throughput"
+
+
+def test_a_broken_plugin_is_listed_with_its_error_and_the_others_still_work(harness_cli):
+    code, out, err = harness_cli("list", env={"HARNESS_BACKENDS": "bad=nowhere.module:Nope"})
+    assert code == 0, err
+    assert "bad" in out and "failed to load: ModuleNotFoundError" in out
+    assert "torch" in out and "tensorflow" in out

@@ -8,7 +8,7 @@ import click
 @click.command("list")
 def command() -> None:
     """List bundled scenarios, workloads, and backends with their framework versions."""
-    from harness.backend import available_backends
+    from harness.backend import BROKEN, available_backends
     from harness.bundled import bundled_scenarios
     from harness.scenario import read_scenario_file
     from harness.workloads import WORKLOADS
@@ -31,3 +31,5 @@ def command() -> None:
         aliases = f" (also: {', '.join(backend.aliases)})" if backend.aliases else ""
         workloads = ", ".join(sorted(backend.workloads))
         click.echo(f"  {name:<20} {state}{aliases}; workloads: {workloads}")
+    for name, error in BROKEN.items():
+        click.echo(f"  {name:<20} failed to load: {error}")
