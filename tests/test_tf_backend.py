@@ -25,8 +25,8 @@ if importlib.util.find_spec("tensorflow") is None:
 
 from harness.backend import RunContext  # noqa: E402
 from harness.errors import Unsupported  # noqa: E402
-from harness.workloads import get_workload  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
+from tests.specs import backend_spec  # noqa: E402
 
 from backends.tensorflow import TensorFlowBackend, compat  # noqa: E402  (neither imports tensorflow)
 from backends.tensorflow import gemm as tf_gemm  # noqa: E402
@@ -41,19 +41,7 @@ SMALL_TRAINING = {"batch_size": 2, "image_size": 64, "memory_format": "channels_
 
 def make_spec(workload: str, params: dict, *, measure: dict | None = None, device: str = "cpu", seed: int = 0) -> dict:
     """A spec as the worker receives it: validated params with defaults filled."""
-    return {
-        "run_id": "test-run",
-        "session_id": "test-session",
-        "run_key": "test-key",
-        "scenario": "test",
-        "workload": workload,
-        "backend": "tensorflow",
-        "device": device,
-        "params": get_workload(workload).validate(params).model_dump(),
-        "measure": dict(measure or TWO_BLOCKS),
-        "seed": seed,
-        "options": {},
-    }
+    return backend_spec("tensorflow", workload, params, measure or TWO_BLOCKS, device=device, seed=seed)
 
 
 def execute(spec: dict) -> dict:

@@ -21,8 +21,8 @@ pytest.importorskip("torchvision")
 
 from harness.backend import RunContext  # noqa: E402
 from harness.errors import OutOfMemory, Unsupported  # noqa: E402
-from harness.workloads import get_workload  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
+from tests.specs import backend_spec  # noqa: E402
 
 from backends.torch import TorchBackend  # noqa: E402
 
@@ -61,19 +61,7 @@ def one_torch_thread():
 
 def make_spec(workload: str, params: dict, measure: dict | None = None, *, device: str = "cpu", options=None) -> dict:
     """A spec as the worker hands it to a backend (docs/architecture.md), params validated and defaulted."""
-    return {
-        "run_id": "test-run",
-        "session_id": "test-session",
-        "run_key": "test-key",
-        "scenario": "test",
-        "workload": workload,
-        "backend": "torch",
-        "device": device,
-        "params": get_workload(workload).validate(params).model_dump(),
-        "measure": dict(measure or TINY_MEASURE),
-        "seed": 0,
-        "options": dict(options or {}),
-    }
+    return backend_spec("torch", workload, params, measure or TINY_MEASURE, device=device, options=options)
 
 
 def execute(spec: dict, ctx: RunContext | None = None) -> dict:
