@@ -85,7 +85,7 @@ def load_records(store_path: str | None, sessions: Iterable[str] = ()) -> list[d
     path = str(store_path or default_store_path())
     if not Path(path).exists():
         raise InputError(f"store {path}: no such file", source=path, field="--store")
-    with Store(path) as store:
+    with Store(path, readonly=True) as store:
         full_ids = []
         for session in sessions:
             found = store.session(session)

@@ -58,13 +58,18 @@ def _clean(value):
 
 
 class Store:
-    """A SQLite results store. Opening it checks it can be written (InputError if not)."""
+    """A SQLite results store. Opening it checks it can be written (InputError if not), unless it is
+    opened `readonly` (reading results needs no write access: a store on a read-only mount, an
+    archived artifact)."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False):
         self.path = str(path or default_store_path())
         parent = Path(self.path).resolve().parent
         if not parent.is_dir():
             raise InputError(f"store {self.path}: folder {parent} does not exist", source=self.path, field="--store")
+        if readonly:
+            self._db = self._open_readonly()
+            return
         try:
             self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -76,6 +81,21 @@ class Store:
             self._db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             raise InputError(f"store {self.path}: cannot be opened for writing: {exc}", source=self.path, field="--store") from None
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        # A WAL store in a folder we cannot write needs immutable=1 (no -shm file can be made);
+        # plain mode=ro first, so a store another process is writing is read consistently.
+        uri = Path(self.path).resolve().as_uri()
+        error = None
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+                db.execute("SELECT 1 FROM results LIMIT 1").fetchall()
+                return db
+            except sqlite3.DatabaseError as exc:
+                error = exc
+        raise InputError(f"store {self.path}: cannot be read as a harness store: {error}", source=self.path,
+                         field="--store")
 
     def close(self) -> None:
         self._db.close()
@@ -172,5 +192,5 @@ def load_results(store: str | os.PathLike | None = None, *, session: str | None 
     path = str(store or default_store_path())
     if not Path(path).exists():
         raise InputError(f"store {path}: no such file", source=path, field="--store")
-    with Store(path) as s:
+    with Store(path, readonly=True) as s:
         return records_frame(s.records([session] if session else None))

@@ -170,3 +170,20 @@ def test_a_broken_plugin_is_listed_with_its_error_and_the_others_still_work(harn
     assert code == 0, err
     assert "bad" in out and "failed to load: ModuleNotFoundError" in out
     assert "torch" in out and "tensorflow" in out
+
+
+def test_reading_results_never_writes_the_store(tmp_path, fake_backend, write_scenario, harness_cli):
+    import hashlib
+
+    code, _, err = harness_cli("run", _fake(write_scenario, tmp_path, runs=2), "--store", "ro.db", "-q")
+    assert code == 0, err
+    db = tmp_path / "ro.db"
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    db.chmod(0o444)
+    code, out, err = harness_cli("results", "--store", "ro.db", "--format", "json")
+    assert code == 0, err
+    assert len(json.loads(out)) == 2
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    (tmp_path / "junk.db").write_bytes(b"not sqlite" * 50)
+    code, out, err = harness_cli("results", "--store", "junk.db")
+    assert code == 2 and "cannot be read" in err and "Traceback" not in err
