@@ -106,6 +106,15 @@ def identified(placement: Placement):
         raise
 
 
+def run_placed(spec: dict, ctx, params, body):
+    """Turn memory growth on, resolve the spec's device, and run `body(spec, ctx, params, placement)`
+    with any exception it raises naming that device (see identified)."""
+    enable_memory_growth()
+    placement = resolve(spec["device"])
+    with identified(placement):
+        return body(spec, ctx, params, placement)
+
+
 def cpu_model_name() -> str | None:
     """The CPU's model name (harness.env reads /proc/cpuinfo)."""
     from harness.env import cpu_model

@@ -29,11 +29,7 @@ def _product(a, b):
 
 def run(spec: dict, ctx: RunContext) -> dict:
     """Time the product as spec["measure"] asks and check sampled rows of the last one computed."""
-    params = GEMM.validate(spec["params"])
-    device.enable_memory_growth()
-    placement = device.resolve(spec["device"])
-    with device.identified(placement):
-        return _run(spec, ctx, params, placement)
+    return device.run_placed(spec, ctx, GEMM.validate(spec["params"]), _run)
 
 
 def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> dict:

@@ -206,10 +206,7 @@ def run(spec: dict, ctx: RunContext) -> dict:
     params = RESNET50_TRAIN.validate(spec["params"])
     if params.model == "keras_resnet50_v1" and params.recompute == "blocks":
         raise Unsupported(KERAS_V1_RECOMPUTE_REASON)
-    device.enable_memory_growth()
-    placement = device.resolve(spec["device"])
-    with device.identified(placement):
-        return _run(spec, ctx, params, placement)
+    return device.run_placed(spec, ctx, params, _run)
 
 
 def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> dict:
