@@ -160,8 +160,12 @@ class Runner:
                 except BaseException:
                     _kill_group(proc)
                     raise
-            if result_path.exists() and not timed_out:
+            if result_path.exists():  # written atomically: complete if it is there at all
                 record.update(json.loads(result_path.read_text(encoding="utf-8")))
+                if timed_out:  # measured and written, then stuck on its way out: keep what it measured
+                    record["warnings"] = [*(record.get("warnings") or []), (
+                        f"the worker wrote its result but had not exited after {spec.timeout_s:g} s; "
+                        "it was stopped and its result kept")]
             elif timed_out:
                 record["status"] = "timeout"
                 record["error"] = f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); worker stopped"

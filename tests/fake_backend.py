@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import threading
 import time
 
 import numpy as np
@@ -35,6 +37,13 @@ class FakeBackend(Backend):
         if action == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         if action == "hang":
+            time.sleep(3600)
+        if action == "hang_at_exit":  # a thread that would keep an orderly interpreter exit waiting forever
+            threading.Thread(target=time.sleep, args=(3600,), name="never-ends", daemon=False).start()
+        if action == "write_then_hang":  # the result reaches disk, then the process never leaves
+            from harness.worker import write_json_atomic
+
+            write_json_atomic(sys.argv[2], {"status": "ok", "device": "cpu", "samples": [1.0, 1.0, 1.0]})
             time.sleep(3600)
         if action == "unsupported":
             raise Unsupported("planted: no such technique here")
