@@ -75,13 +75,17 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int = 1) -> tu
     return lo, hi, history, None
 
 
+def capacity_key(spec: RunSpec) -> str:
+    """The run_key of a configuration's capacity record: its spec's, with batch_size left open."""
+    return run_key(spec.scenario, spec.workload, spec.backend, spec.device, {**spec.params, "batch_size": None})
+
+
 def find_max_batch(runner: Runner, plan: list[RunSpec], start: int = 1, limit: int = 65536, resolution: int = 1) -> SessionOutcome:
     """Search the largest batch_size for every distinct configuration of the plan; store everything."""
     outcome = SessionOutcome()
     configs: dict[str, RunSpec] = {}
     for spec in plan:
-        key = run_key(spec.scenario, spec.workload, spec.backend, spec.device, {**spec.params, "batch_size": None})
-        configs.setdefault(key, spec)
+        configs.setdefault(capacity_key(spec), spec)
     with trap_signals():
         try:
             _search_all(runner, configs, outcome, start, limit, resolution)

@@ -131,6 +131,42 @@ def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, wr
     assert all(p["probe_of"] == capacity[0]["run_id"] for p in probes)
 
 
+def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finished(tmp_path, fake_backend, write_scenario):
+    path = write_scenario({
+        "name": "cap", "workload": "resnet50_train", "params": {"batch_size": 2, "image_size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120},
+        "backends": ["fake"], "devices": ["cpu"],
+        "capacity": {"start": 2, "limit": 1024},
+        "sweep": {"precision": ["fp32", "amp_bf16", "amp_fp16"]},
+        "options": {"fake": {"action": "oom_above", "limit": 37, "marker": str(tmp_path / "cap.marker")}},
+    })
+    db = tmp_path / "cap.db"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_marker(tmp_path / "cap.marker", 13)  # the first search took 11 probes; the second is under way
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    with Store(db) as store:
+        first = [r for r in store.records() if r["metric"] == "max_batch_size"]
+        session = store.sessions()[0]["session_id"]
+    assert [(r["params"]["precision"], r["median"]) for r in first] == [("fp32", 37.0)]
+
+    done = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", session, "--store", str(db)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "2 of 3 capacity search(es) have no ok result" in done.stderr
+    with Store(db) as store:
+        rows = store.records()
+    capacity = [r for r in rows if r["metric"] == "max_batch_size"]
+    assert sorted(r["params"]["precision"] for r in capacity) == ["amp_bf16", "amp_fp16", "fp32"]  # each once
+    assert all(r["status"] == "ok" and r["median"] == 37 and r["session_id"] == session for r in capacity)
+    # the probes of the interrupted search stay stored (nothing measured is lost), attached to no record
+    orphans = [r for r in rows if r.get("probe_of") and r["probe_of"] not in {c["run_id"] for c in capacity}]
+    assert orphans and all(r["params"]["precision"] == "amp_bf16" for r in orphans)
+    RELIABILITY["interrupted sessions resumed"] += 1
+
+
 def test_a_real_torch_run_out_of_memory_is_oom_and_the_next_run_is_ok(tmp_path, write_scenario, harness_cli):
     pytest.importorskip("torch")
     path = write_scenario({

@@ -86,8 +86,24 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
             raise InputError(f"--resume {resume}: no single stored session matches in {store.path}", field="--resume")
         session_id = session["session_id"]
         done = store.ok_run_keys(session_id)
-        plan = [RunSpec.from_dict({**s, "run_id": new_id()}) for s in session["plan"] if s["run_key"] not in done]
-        click.echo(f"resuming session {session_id}: {len(plan)} of {len(session['plan'])} run(s) have no ok result", err=True)
+        entries = session["plan"]
+        capacity_mode = any("capacity" in entry for entry in entries)
+        if capacity_mode:  # a search is done when its capacity record is ok; its probes are redone
+            from harness.capacity import capacity_key
+
+            groups, seen = [], set(done)
+            for entry in entries:
+                spec = RunSpec.from_dict({**entry, "run_id": new_id()})
+                if capacity_key(spec) not in seen:
+                    seen.add(capacity_key(spec))
+                    groups.append((entry["capacity"], [spec]))
+            plan = [spec for _, specs in groups for spec in specs]
+            total = len({capacity_key(RunSpec.from_dict(entry)) for entry in entries})
+            click.echo(f"resuming session {session_id}: {len(plan)} of {total} capacity search(es) "
+                       "have no ok result", err=True)
+        else:
+            plan = [RunSpec.from_dict({**s, "run_id": new_id()}) for s in entries if s["run_key"] not in done]
+            click.echo(f"resuming session {session_id}: {len(plan)} of {len(entries)} run(s) have no ok result", err=True)
     else:
         path = resolve_scenario_path(scenario_file)
         scenarios = load_scenarios(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS)
@@ -100,12 +116,14 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
                     chosen.append(name)
         chosen_devices = [normalize_device(d) for d in devices] or None
         session_id = new_id()
-        groups = [(s, build_plan(s, session_id, backends=chosen, devices=chosen_devices, timeout_s=timeout)) for s in scenarios]
-        plan = [spec for _, specs in groups for spec in specs]
+        plans = [(s, build_plan(s, session_id, backends=chosen, devices=chosen_devices, timeout_s=timeout)) for s in scenarios]
+        plan = [spec for _, specs in plans for spec in specs]
         if len(plan) > (max_runs or DEFAULT_MAX_RUNS):
             raise InputError(f"{path}: the plan has {len(plan)} runs, more than --max-runs {max_runs or DEFAULT_MAX_RUNS}",
                              field="--max-runs")
         capacity_mode = find_max_batch or any(s.capacity is not None for s in scenarios)
+        # each group: the capacity search's settings (used only in capacity mode) and its specs
+        groups = [(s.capacity.model_dump() if s.capacity else {}, specs) for s, specs in plans]
         for s in scenarios:
             if capacity_mode and "batch_size" not in WORKLOADS[s.workload].params_model.model_fields:
                 raise InputError(f"{path}: --find-max-batch: workload {s.workload} has no batch_size", field="--find-max-batch")
@@ -115,7 +133,10 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
                 click.echo(f"  {i:>3}. {spec.label()}")
             return
         store = Store(store_path)
-        store.begin_session(session_id, [s.to_dict() for s in plan], scenario_path=str(path),
+        # a capacity session stores each spec's search settings, so --resume can redo the search
+        entries = [{**spec.to_dict(), "capacity": settings} if capacity_mode else spec.to_dict()
+                   for settings, specs in groups for spec in specs]
+        store.begin_session(session_id, entries, scenario_path=str(path),
                             command=shlex.join(["harness"] + sys.argv[1:]))
 
     for warning in environment_warnings():
@@ -128,8 +149,8 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
         from harness.runner import SessionOutcome
 
         outcome = SessionOutcome()
-        for s, specs in groups:
-            part = search(runner, specs, **(s.capacity.model_dump() if s.capacity else {}))
+        for settings, specs in groups:
+            part = search(runner, specs, **settings)
             outcome.records.extend(part.records)
             if part.interrupted:
                 outcome.interrupted = part.interrupted
