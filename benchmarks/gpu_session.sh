@@ -4,6 +4,10 @@
 #   phases of the first session (the default): gemm eager handloop techniques repeat compile
 #   phases not yet run on a GPU: rest (issue 4's remaining rows, ~6 min), capacity (issue 5, ~8 min)
 # Results go to $OUT/h200.db (a harness store); the console to $OUT/session.log.
+# The lent GPU machine (Python 3.12, no registry) lacks pydantic: fetch its wheels into .whl first,
+#   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+#     -d .whl pydantic annotated-types typing-inspection typing-extensions
+# and carry .whl with the call; this script installs them into /tmp/site.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/harness-out}
