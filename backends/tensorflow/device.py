@@ -160,6 +160,12 @@ class AllocatorPeak:
         return peak or None
 
 
+def identity(placement: Placement) -> dict:
+    """The record fields that say where and with what a run ran, the same for every workload."""
+    return {"device": placement.neutral, "device_name": device_name(placement),
+            "framework_version": compat.tf_module().__version__, "env": environment()}
+
+
 def environment() -> dict:
     """The framework side of the record's `env`: versions TF was built with, Keras, relevant variables."""
     tf = compat.tf_module()

@@ -73,9 +73,7 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
         ctx.warnings.append(f"the tf.function step traced {traces} times (expected once)")
 
     result = {
-        "device": placement.neutral,
-        "device_name": device.device_name(placement),
-        "framework_version": tf.__version__,
+        **device.identity(placement),
         "api": api,
         "samples": samples,
         "step_time_s": timing.step_time_s(),
@@ -84,7 +82,6 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
         "tflops": stats.median(samples),
         "checks": checks,
         "timing": timing.fields(traces=traces),
-        "env": device.environment(),
     }
     if not checks["correct"]:
         result["status"] = "failed"

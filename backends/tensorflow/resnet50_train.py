@@ -330,9 +330,7 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
         timing_fields["loss_scale"] = compat.loss_scale_value(update.optimizer)
 
     result = {
-        "device": placement.neutral,
-        "device_name": device.device_name(placement),
-        "framework_version": tf.__version__,
+        **device.identity(placement),
         "api": api,
         "samples": samples,
         "step_time_s": timing.step_time_s(),
@@ -348,7 +346,6 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
             "loss_last": loss_last,
         },
         "timing": timing_fields,
-        "env": device.environment(),
     }
     if not (math.isfinite(loss_first) and math.isfinite(loss_last)):
         result["status"] = "diverged"

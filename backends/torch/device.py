@@ -127,6 +127,14 @@ def peak_allocated_bytes(device) -> int | None:
     return int(torch.cuda.max_memory_allocated(device))
 
 
+def identity(neutral: str, device) -> dict:
+    """The record fields that say where and with what a run ran, the same for every workload."""
+    import torch
+
+    return {"device": neutral, "device_name": device_name(device), "framework_version": torch.__version__,
+            "env": framework_env(device)}
+
+
 def framework_env(device) -> dict:
     """torch-side environment worth keeping with a result: build versions and the settings in force."""
     import torch

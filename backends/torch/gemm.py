@@ -116,9 +116,7 @@ def run(spec: dict, ctx) -> dict:
 
     median = stats.median(samples)
     record: dict[str, Any] = {
-        "device": neutral,
-        "device_name": devices.device_name(device),
-        "framework_version": torch.__version__,
+        **devices.identity(neutral, device),
         "api": api,
         "samples": samples,
         "step_time_s": timing.step_time_s() / products_per_step,
@@ -127,7 +125,6 @@ def run(spec: dict, ctx) -> dict:
         "tflops": median,
         "checks": checks,
         "timing": timing_out,
-        "env": devices.framework_env(device),
     }
     if not checks["correct"]:
         record["status"] = "failed"

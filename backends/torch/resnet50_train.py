@@ -179,9 +179,7 @@ def run(spec: dict, ctx) -> dict:
     median = stats.median(samples)
     flops_per_image = train_flops_per_image(p.image_size, p.num_classes)
     record: dict[str, Any] = {
-        "device": neutral,
-        "device_name": devices.device_name(device),
-        "framework_version": torch.__version__,
+        **devices.identity(neutral, device),
         "api": api,
         "samples": samples,
         "step_time_s": timing.step_time_s(),
@@ -195,7 +193,6 @@ def run(spec: dict, ctx) -> dict:
             "loss_last": loss_last,
         },
         "timing": timing_out,
-        "env": devices.framework_env(device),
     }
     if not (math.isfinite(loss_first) and math.isfinite(loss_last)):
         record["status"] = "diverged"
