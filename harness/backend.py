@@ -1,25 +1,36 @@
-"""What a backend plugin is, and how harness finds one (entry-point group `harness.backends`).
+"""What a backend plugin is, and the one registry of backends and their names.
 
-A backend class must be importable without importing its framework: the framework is imported
-inside `execute`, which only ever runs in a worker process.
+A backend is found through the `harness.backends` entry-point group (the bundled ones also from a
+source checkout, and `HARNESS_BACKENDS=name=module:Class` while one is being developed). Every
+other place that needs a backend or one of its names asks this module: the CLI, scenario
+validation, the runner, compare and report.
+
+A backend class must be importable without importing its framework. Its framework is imported in
+`open_device` and `prepare`, which only ever run in a worker process; the core owns the rest of a
+run (device identity, the timed loop, rates and FLOP/s, status, the record: harness.execute).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import importlib.metadata as md
+import os
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import InputError
+
+if TYPE_CHECKING:  # the seam's types, for readers and type checkers only
+    from harness.adapter import Device, Prepared
 
 ENTRY_POINT_GROUP = "harness.backends"
 
 
 @dataclass
 class RunContext:
-    """What the worker hands a backend besides the spec."""
+    """What the core hands a backend besides the spec: a place for warnings, and the telemetry sampler."""
 
     #: Filled by the backend: warnings that belong in the record (shown in every table).
     warnings: list[str] = field(default_factory=list)
@@ -27,18 +38,26 @@ class RunContext:
     telemetry: Any = None
 
     def telemetry_for(self, device: str):
-        """An NVML sampler for a neutral device (`cuda:N`), or a no-op one for the CPU / without NVML.
-
-        Pass it to run_timed as `telemetry`; it samples only during the timed blocks.
-        """
+        """An NVML sampler for a neutral device (`cuda:N`), or a no-op one for the CPU / without NVML."""
         from harness.telemetry import sampler_for
 
         self.telemetry = sampler_for(device)
         return self.telemetry
 
 
+class NoOptions(BaseModel):
+    """A backend without options of its own: any option is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 class Backend:
-    """A framework adapter. Subclasses set the class attributes and implement `execute`."""
+    """A framework adapter: declarations (class attributes) and four verbs run in the worker.
+
+    Subclasses declare `name`, `aliases`, `distributions`, `workloads`, `modules` and optionally
+    `options_model` and `install_hint`, and implement `open_device`. A workload module named in
+    `modules` has `prepare(params, device, run) -> harness.adapter.Prepared`.
+    """
 
     #: Canonical name, as written in result records (`torch`, `tensorflow`).
     name: ClassVar[str]
@@ -46,10 +65,16 @@ class Backend:
     aliases: ClassVar[tuple[str, ...]] = ()
     #: Distributions whose installed version is the framework's version (first found wins).
     distributions: ClassVar[tuple[str, ...]] = ()
+    #: How to install the framework, said when it is missing.
+    install_hint: ClassVar[str] = ""
     #: Workloads this backend runs, each with the neutral technique values it maps.
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {}
-    #: The module that runs each workload (its `run(spec, ctx)`); imported only inside the worker.
+    #: The module holding each workload's `prepare`; imported only inside the worker.
     modules: ClassVar[dict[str, str]] = {}
+    #: The backend's own scenario options (`options: {<backend>: {...}}`), validated like every field.
+    options_model: ClassVar[type[BaseModel]] = NoOptions
+
+    # --- declarations, answered without importing the framework ----------------------------------
 
     def framework_version(self) -> str | None:
         """The installed framework's version, read from package metadata (no import)."""
@@ -64,8 +89,25 @@ class Backend:
         """Whether the framework is installed in this Python."""
         return self.framework_version() is not None
 
-    def unsupported_reason(self, workload: str, params: dict, device: str) -> str | None:
-        """Why this backend cannot run this combination, decided without importing the framework; else None."""
+    def validate_options(self, options: dict) -> dict:
+        """The options with defaults filled; ValueError naming the bad option and what was expected."""
+        try:
+            return self.options_model.model_validate(options or {}).model_dump()
+        except ValidationError as exc:
+            parts = []
+            for error in exc.errors()[:4]:
+                loc = ".".join(str(p) for p in error.get("loc", ()))
+                msg = "unknown option" if error.get("type") == "extra_forbidden" else error.get("msg", "invalid")
+                allowed = ", ".join(sorted(self.options_model.model_fields))
+                parts.append(f"{loc}: {msg} (got {error.get('input')!r}; {self.name} options: {allowed or 'none'})")
+            raise ValueError("; ".join(parts)) from None
+
+    def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
+        """Why this backend cannot run this combination, decided without importing the framework; else None.
+
+        The core asks twice: before a worker starts (device as asked, maybe `auto`) and inside the
+        worker once the device is resolved, so a backend states each impossibility here only.
+        """
         if workload not in self.workloads:
             return f"{self.name} backend has no workload {workload!r} (it has: {', '.join(sorted(self.workloads))})"
         for key, allowed in self.workloads[workload].items():
@@ -73,22 +115,27 @@ class Backend:
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
         return None
 
-    def execute(self, spec: dict, ctx: RunContext) -> dict:
-        """Run one spec in this (worker) process and return the measured fields of its record.
+    def worker_env(self, options: dict) -> dict[str, str]:
+        """Environment variables the framework must read at import, for a worker running these options."""
+        return {}
 
-        Imports the workload's module from `modules` and calls its `run(spec, ctx)`. Raise
-        harness.errors.Unsupported / OutOfMemory for those statuses; `classify_error` maps the
-        framework's own exceptions.
-        """
+    # --- verbs run in the worker --------------------------------------------------------------------
+
+    def open_device(self, device: str, cpu_threads: dict) -> "Device":
+        """Import the framework, set its CPU thread pools (`intra_op`, `inter_op`; None: its default),
+        resolve a neutral device (`auto`, `cpu`, `cuda:N`) and return its handle."""
+        raise NotImplementedError(f"the {self.name} backend does not implement open_device")
+
+    def prepare(self, workload: str, params, device: "Device", run) -> "Prepared":
+        """Build the workload's step on the device (model, data, optimizer) and say which APIs it used."""
         from harness.errors import Unsupported
 
-        workload = spec["workload"]
         if workload not in self.modules:
             raise Unsupported(f"the {self.name} backend has no workload {workload!r} (it has: {', '.join(sorted(self.modules))})")
-        return importlib.import_module(self.modules[workload]).run(spec, ctx)
+        return importlib.import_module(self.modules[workload]).prepare(params, device, run)
 
-    def classify_error(self, exc: BaseException) -> str | None:
-        """The status (`oom`, `unsupported`) a framework exception means, or None for `failed`."""
+    def out_of_memory(self, exc: BaseException) -> str | None:
+        """Why this exception means the device or host ran out of memory (the evidence), or None."""
         return None
 
 
@@ -103,6 +150,7 @@ def _load(target: str):
 
 #: Backends that failed to load, by name, with the error (shown by `harness list`).
 BROKEN: dict[str, str] = {}
+_CACHE: dict[str, dict[str, Backend]] = {}
 
 
 def available_backends() -> dict[str, Backend]:
@@ -111,12 +159,15 @@ def available_backends() -> dict[str, Backend]:
     Sources, later ones winning: the bundled backends, the `harness.backends` entry points, and
     HARNESS_BACKENDS="name=module:Class,..." (a plugin under development, or a test's fake). A
     backend that fails to load is left out and its error kept in BROKEN, so one broken plugin
-    cannot take the others down.
+    cannot take the others down. Read once per value of HARNESS_BACKENDS.
     """
+    extra = os.environ.get("HARNESS_BACKENDS") or ""
+    if extra in _CACHE:
+        return _CACHE[extra]
     targets: dict[str, str] = dict(BUILTIN_BACKENDS)
     for ep in md.entry_points(group=ENTRY_POINT_GROUP):
         targets[ep.name] = ep.value
-    for item in filter(None, (os.environ.get("HARNESS_BACKENDS") or "").split(",")):
+    for item in filter(None, extra.split(",")):
         name, _, target = item.partition("=")
         targets[name.strip()] = target.strip()
     found: dict[str, Backend] = {}
@@ -127,23 +178,31 @@ def available_backends() -> dict[str, Backend]:
             BROKEN[name] = f"{type(exc).__name__}: {exc}"
             continue
         found[backend.name] = backend
+    _CACHE[extra] = found
     return found
 
 
-def resolve_backend_name(name: str, backends: dict[str, Backend] | None = None) -> str:
-    """The canonical name of a backend or one of its aliases; InputError if none matches."""
-    backends = available_backends() if backends is None else backends
-    low = name.strip().lower()
-    for canonical, backend in backends.items():
-        if low == canonical or low in backend.aliases:
-            return canonical
-    known = []
-    for canonical, backend in sorted(backends.items()):
-        known.append("/".join((canonical,) + tuple(backend.aliases)))
-    raise InputError(f"unknown backend {name!r}: expected one of {', '.join(known)}", field="backends")
+def backend_names() -> dict[str, str]:
+    """Every accepted spelling of every backend (canonical names and aliases, lower case) -> canonical name."""
+    names: dict[str, str] = {}
+    for canonical, backend in available_backends().items():
+        names[canonical.lower()] = canonical
+        for alias in backend.aliases:
+            names[alias.lower()] = canonical
+    return names
+
+
+def resolve_backend_name(name: str, field: str = "backends") -> str:
+    """The canonical name of a backend or one of its aliases; InputError naming the choices if none matches."""
+    key = str(name).strip().lower()
+    names = backend_names()
+    if key in names:
+        return names[key]
+    known = ["/".join((c, *b.aliases)) for c, b in sorted(available_backends().items())]
+    broken = f" (failed to load: {', '.join(sorted(BROKEN))})" if BROKEN else ""
+    raise InputError(f"unknown backend {name!r}: expected one of {', '.join(known)}{broken}", field=field)
 
 
 def get_backend(name: str) -> Backend:
-    """The backend registered under `name` or an alias of it."""
-    backends = available_backends()
-    return backends[resolve_backend_name(name, backends)]
+    """The backend registered under `name` or one of its aliases; InputError if none."""
+    return available_backends()[resolve_backend_name(name)]

@@ -23,10 +23,23 @@ KEY_FIELDS = ("workload", "scenario", "metric", "backend", "device", "device_nam
 LINKED = {"device": ("device_name",), "device_name": ("device",), "backend": ("framework_version",)}
 #: Fields that do not identify a configuration but should agree between matched runs.
 CONTEXT_FIELDS = ("framework_version", "device_name", "device")
-#: Technique parameters and the value each is measured against.
-TECHNIQUE_BASELINES = {"precision": "fp32", "execution": "eager", "recompute": "none", "memory_format": "channels_first"}
-#: Backend names the CLI accepts for the same backend (DESIGN.md).
-BACKEND_ALIASES = {"tf": "tensorflow", "pytorch": "torch"}
+
+
+def technique_baselines() -> dict:
+    """Each technique parameter and the value it is measured against, as the workloads declare them."""
+    from harness.workloads import WORKLOADS
+
+    out: dict = {}
+    for workload in WORKLOADS.values():
+        for technique, value in workload.technique_baselines.items():
+            out.setdefault(technique, value)
+    return out
+
+
+def _canonical_backend(name: str) -> str:
+    from harness.backend import backend_names
+
+    return backend_names().get(name.strip().lower(), name)
 
 #: A difference is significant when the Mann-Whitney p-value is below this and the ratio CI excludes 1.
 ALPHA = 0.05
@@ -168,7 +181,7 @@ def _baseline_values(baseline: str, by: list[str]) -> tuple[str, ...]:
             f"--baseline {baseline!r}: give one value per --by field ({', '.join(by)}), separated by commas",
             field="--baseline",
         )
-    return tuple(BACKEND_ALIASES.get(p, p) if f == "backend" else p for f, p in zip(by, parts))
+    return tuple(_canonical_backend(p) if f == "backend" else p for f, p in zip(by, parts))
 
 
 # --------------------------------------------------------------------------- comparison
@@ -347,11 +360,6 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     return frame[head + tail]
 
 
-def compare_sessions(records, sessions: list[str], metric: str = "median"):
-    """Compare stored sessions: the first is the baseline of the others."""
-    return compare([r for r in as_records(records) if r.get("session_id") in sessions], ["session_id"], sessions[0], metric)
-
-
 def technique_speedups(records) -> dict:
     """Each technique value against its baseline value (fp32, eager, none, channels_first): a frame per technique.
 
@@ -362,7 +370,7 @@ def technique_speedups(records) -> dict:
 
     records = ok_records(records)
     out = {}
-    for technique, default in TECHNIQUE_BASELINES.items():
+    for technique, default in technique_baselines().items():
         frames = []
         for workload in dict.fromkeys(r.get("workload") for r in records):
             subset = [r for r in records if r.get("workload") == workload]

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.backend import available_backends
 from harness.scenario import Scenario, sweep_points
 from harness.workloads import WORKLOADS
 
 
-def run_key(scenario: str, workload: str, backend: str, device: str, params: dict) -> str:
-    """A stable id of what is measured: the same configuration gets the same key in every session."""
-    text = json.dumps([scenario, workload, backend, device, params], sort_keys=True, default=str)
+def run_key(scenario: str, workload: str, backend: str, device: str, params: dict, options: dict | None = None) -> str:
+    """A stable id of what is measured: the same configuration gets the same key in every session.
+
+    The backend's options (which Keras, which compile mode) are part of the configuration.
+    """
+    parts = [scenario, workload, backend, device, params] + ([options] if options else [])
+    text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -38,6 +44,7 @@ class RunSpec:
     measure: dict[str, Any]
     seed: int
     options: dict[str, Any] = field(default_factory=dict)
+    cpu_threads: dict[str, Any] = field(default_factory=dict)
 
     @property
     def timeout_s(self) -> float:
@@ -56,7 +63,7 @@ class RunSpec:
         return RunSpec(
             run_id=new_id(),
             session_id=self.session_id,
-            run_key=run_key(self.scenario, self.workload, self.backend, self.device, params),
+            run_key=run_key(self.scenario, self.workload, self.backend, self.device, params, self.options),
             scenario=self.scenario,
             workload=self.workload,
             backend=self.backend,
@@ -65,11 +72,13 @@ class RunSpec:
             measure=self.measure,
             seed=self.seed,
             options=self.options,
+            cpu_threads=self.cpu_threads,
         )
 
     def label(self) -> str:
         """A short human description: backend on device, with the params that a sweep varies."""
-        shown = ", ".join(f"{k}={v}" for k, v in self.params.items() if v is not None)
+        shown = ", ".join([f"{k}={v}" for k, v in self.params.items() if v is not None]
+                          + [f"{k}={v}" for k, v in self.options.items() if v is not None])
         return f"{self.backend} on {self.device}: {self.workload} ({shown})"
 
 
@@ -86,16 +95,30 @@ def build_plan(
     measure = scenario.measure.model_dump()
     if timeout_s is not None:
         measure["timeout_s"] = float(timeout_s)
+    registry = available_backends()
     plan = []
-    for point in sweep_points(scenario):
-        params = workload.validate({**scenario.params, **point}).model_dump()
+    planned: set[tuple] = set()
+    keys = list(scenario.sweep)
+    indices = itertools.product(*(range(len(scenario.sweep[k])) for k in keys)) if keys else [()]
+    for point, index in zip(sweep_points(scenario), indices):
+        params = workload.validate({**scenario.params, **{k: v for k, v in point.items() if "." not in k}}).model_dump()
         for backend in backends or scenario.backends:
+            known = registry.get(backend)
+            # a swept option (`tensorflow.keras`) applies to its backend only
+            swept = {k.split(".", 1)[1]: v for k, v in point.items() if k.split(".", 1)[0] == backend and "." in k}
+            options = {**scenario.options.get(backend, {}), **swept}
+            options = known.validate_options(options) if known else dict(options)
+            # another backend's option sweep does not repeat this backend's runs (a repeated value does)
+            own = tuple(i for k, i in zip(keys, index) if "." not in k or k.split(".", 1)[0] == backend)
+            if (backend, own) in planned:
+                continue
+            planned.add((backend, own))
             for device in devices or scenario.devices:
                 plan.append(
                     RunSpec(
                         run_id=new_id(),
                         session_id=session_id,
-                        run_key=run_key(scenario.name, scenario.workload, backend, device, params),
+                        run_key=run_key(scenario.name, scenario.workload, backend, device, params, options),
                         scenario=scenario.name,
                         workload=scenario.workload,
                         backend=backend,
@@ -103,7 +126,8 @@ def build_plan(
                         params=params,
                         measure=measure,
                         seed=scenario.seed,
-                        options=dict(scenario.options.get(backend, {})),
+                        options=options,
+                        cpu_threads=scenario.cpu_threads.model_dump(),
                     )
                 )
     return plan

@@ -1,23 +1,93 @@
-"""The result record: one flat, pandas-friendly row per run (DESIGN.md names the public fields)."""
+"""The result record: one flat, pandas-friendly row per run, typed as `Result`.
+
+`Result` is the one place a record is assembled: the runner starts one from the RunSpec, the worker
+(harness.execute) fills what it measured, and `to_dict()` gives the row the store, exports and
+users' notebooks read. Its field names are the public contract: add fields freely, rename none.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
 
 SCHEMA_VERSION = 1
 
-STATUSES = ("ok", "failed", "timeout", "oom", "unsupported", "diverged")
 #: Statuses that make `harness run` exit 1. `unsupported` is an answer, not a failure.
 FAILING_STATUSES = ("failed", "timeout", "oom", "diverged")
 
-#: The public fields, in display order. Add fields freely; rename none.
-FIELDS = (
-    "schema_version", "run_id", "session_id", "run_key", "scenario", "workload", "backend", "framework_version",
-    "device", "device_requested", "device_name", "params", "api", "status", "error", "metric", "unit",
-    "median", "iqr", "ci_low", "ci_high", "cv", "samples", "step_time_s", "first_step_s",
-    "peak_allocated_bytes", "device_used_bytes", "host_peak_rss_bytes", "tflops", "pct_of_peak",
-    "energy_j", "avg_power_w", "checks", "timing", "telemetry", "warnings", "env", "started_at", "duration_s",
-)
+
+@dataclass
+class Result:
+    """One run's result record. A figure that could not be measured is None, never zero."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str | None = None
+    session_id: str | None = None
+    run_key: str | None = None
+    scenario: str | None = None
+    workload: str | None = None
+    backend: str | None = None
+    framework_version: str | None = None
+    device: str | None = None
+    device_requested: str | None = None
+    device_name: str | None = None
+    params: dict = field(default_factory=dict)
+    #: the backend's own options (which Keras, which compile mode), validated, defaults filled
+    options: dict = field(default_factory=dict)
+    api: dict = field(default_factory=dict)
+    status: str | None = None
+    error: str | None = None
+    metric: str | None = None
+    unit: str | None = None
+    median: float | None = None
+    iqr: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    cv: float | None = None
+    samples: list = field(default_factory=list)
+    step_time_s: float | None = None
+    first_step_s: float | None = None
+    peak_allocated_bytes: int | None = None
+    device_used_bytes: int | None = None
+    host_peak_rss_bytes: int | None = None
+    tflops: float | None = None
+    pct_of_peak: float | None = None
+    energy_j: float | None = None
+    avg_power_w: float | None = None
+    checks: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
+    telemetry: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    started_at: str | None = None
+    duration_s: float | None = None
+
+    @classmethod
+    def planned(cls, spec) -> "Result":
+        """The record of a RunSpec before anything is measured."""
+        from harness.workloads import WORKLOADS
+
+        workload = WORKLOADS.get(spec.workload)
+        return cls(
+            run_id=spec.run_id, session_id=spec.session_id, run_key=spec.run_key, scenario=spec.scenario,
+            workload=spec.workload, backend=spec.backend, device=spec.device, device_requested=spec.device,
+            params=dict(spec.params), options=dict(spec.options or {}),
+            metric=workload.metric if workload else None, unit=workload.unit if workload else None,
+        )
+
+    def to_dict(self) -> dict:
+        """The flat row (shallow copies of the containers)."""
+        return {f.name: _copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _copy(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
+
+
+#: The public fields, in display order.
+FIELDS = tuple(f.name for f in dataclasses.fields(Result))
 
 
 def utc_now() -> str:
@@ -26,30 +96,5 @@ def utc_now() -> str:
 
 
 def blank_record(spec) -> dict:
-    """A record for a RunSpec with every field present and nothing measured (all None)."""
-    from harness.workloads import WORKLOADS
-
-    workload = WORKLOADS.get(spec.workload)
-    record = {name: None for name in FIELDS}
-    record.update(
-        schema_version=SCHEMA_VERSION,
-        run_id=spec.run_id,
-        session_id=spec.session_id,
-        run_key=spec.run_key,
-        scenario=spec.scenario,
-        workload=spec.workload,
-        backend=spec.backend,
-        device=spec.device,
-        device_requested=spec.device,
-        params=dict(spec.params),
-        api={},
-        checks={},
-        timing={},
-        telemetry={},
-        warnings=[],
-        samples=[],
-        metric=workload.metric if workload else None,
-        unit=workload.unit if workload else None,
-        env={},
-    )
-    return record
+    """A record for a RunSpec with every field present and nothing measured."""
+    return Result.planned(spec).to_dict()

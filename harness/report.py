@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness import stats
 from harness.compare import (
-    DATASHEET_COLUMNS, RESULT_COLUMNS, TECHNIQUE_BASELINES, as_records, compare, describe_common, display_rows,
+    DATASHEET_COLUMNS, RESULT_COLUMNS, as_records, technique_baselines, compare, describe_common, display_rows,
     ok_records, technique_speedups,
 )
 from harness.errors import InputError
@@ -234,7 +234,7 @@ def plot_technique_speedups(tables: dict) -> Plot | str:
         return ("No technique was measured at two values (precision, execution, recompute, memory_format)"
                 " under otherwise equal settings: technique speedups skipped.")
     result = set(RESULT_COLUMNS) | set(DATASHEET_COLUMNS)
-    context = list(dict.fromkeys(c for r in rows for c in r if c not in result and c not in TECHNIQUE_BASELINES))
+    context = list(dict.fromkeys(c for r in rows for c in r if c not in result and c not in technique_baselines()))
     def present(value) -> bool:
         return value is not None and value == value  # NaN: a column another workload has
 
@@ -282,7 +282,7 @@ def plot_technique_speedups(tables: dict) -> Plot | str:
     ax.grid(True, axis="x", alpha=0.3)
     return Plot("technique_speedups", "Speedup of each technique", _png(fig),
                 "Ratio of medians with a bootstrap 95% CI; a pale bar is not significant (Mann-Whitney p >= 0.05 "
-                "or the CI includes 1). Baselines: " + ", ".join(f"{k}={v}" for k, v in TECHNIQUE_BASELINES.items()) + ".")
+                "or the CI includes 1). Baselines: " + ", ".join(f"{k}={v}" for k, v in technique_baselines().items()) + ".")
 
 
 def plot_gemm_vs_peak(records: list[dict]) -> Plot | str:

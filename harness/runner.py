@@ -27,8 +27,6 @@ from harness.store import Store
 TERM_GRACE_S = 5.0
 LOG_TAIL_CHARS = 3000
 
-_INSTALL_HINT = {"torch": "pip install 'harness[torch]'", "tensorflow": "pip install 'harness[tf]' (or harness[tf-cpu])"}
-
 
 class Interrupted(Exception):
     """SIGINT or SIGTERM arrived during a session."""
@@ -38,16 +36,15 @@ class Interrupted(Exception):
         super().__init__(signal.Signals(signum).name)
 
 
-def worker_env(memory_limit_bytes: int | None = None) -> dict[str, str]:
-    """The environment of a worker: the user's, plus what frameworks must read at import."""
+def worker_env(memory_limit_bytes: int | None = None, framework_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: the user's, plus what its backend says the framework must read at import."""
     env = dict(os.environ)
     if memory_limit_bytes:
         env["HARNESS_MEMORY_LIMIT_BYTES"] = str(int(memory_limit_bytes))
     # NVML and CUDA number GPUs alike only in PCI bus order
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    # without it TF takes nearly all device memory at start and its allocator peak means nothing
-    env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for name, value in (framework_env or {}).items():
+        env[name] = value
     env["PYTHONUNBUFFERED"] = "1"
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -119,8 +116,9 @@ class Runner:
         if backend is None:
             return "unsupported", f"no backend named {spec.backend!r} is registered"
         if not backend.installed():
-            return "unsupported", f"{spec.backend} is not installed in this Python ({_INSTALL_HINT.get(spec.backend, '')})"
-        reason = backend.unsupported_reason(spec.workload, spec.params, spec.device)
+            hint = f" ({backend.install_hint})" if backend.install_hint else ""
+            return "unsupported", f"{spec.backend} is not installed in this Python{hint}"
+        reason = backend.unsupported_reason(spec.workload, spec.params, spec.device, spec.options)
         if reason:
             return "unsupported", reason
         return None
@@ -148,7 +146,7 @@ class Runner:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=worker_env(self.memory_limit_bytes),
+                    env=worker_env(self.memory_limit_bytes, self._backends[spec.backend].worker_env(spec.options)),
                     start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
                 )
                 try:

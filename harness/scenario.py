@@ -27,10 +27,6 @@ MAX_ALIASES = 100
 #: Runs a plan may expand to unless --max-runs allows more.
 DEFAULT_MAX_RUNS = 1000
 
-#: Built-in backend names and aliases; plugins add theirs through entry points.
-BUILTIN_BACKEND_ALIASES = {"torch": "torch", "pytorch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow"}
-
-
 class Measure(BaseModel):
     """The `measure:` block: how many steps are warm-up and timed, and when a run is given up."""
 
@@ -43,6 +39,15 @@ class Measure(BaseModel):
     max_repeats: int | None = Field(None, ge=1, le=100_000)
     target_ci_pct: float | None = Field(None, gt=0, le=100)
     timeout_s: float = Field(1800, gt=0, le=7 * 86_400)
+
+
+class CpuThreads(BaseModel):
+    """The `cpu_threads:` block: the framework's CPU thread pools, set alike on every backend (null: its default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    intra_op: int | None = Field(None, ge=1, le=4096)
+    inter_op: int | None = Field(None, ge=1, le=4096)
 
 
 class Capacity(BaseModel):
@@ -70,6 +75,7 @@ class Scenario(BaseModel):
     seed: int = Field(0, ge=0, le=2**32 - 1)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    cpu_threads: CpuThreads = Field(default_factory=CpuThreads)
     capacity: Capacity | None = None
 
     @field_validator("workload")
@@ -112,30 +118,16 @@ def _dedupe(items) -> list:
     return seen
 
 
-def backend_aliases() -> dict[str, str]:
-    """Every accepted backend spelling -> canonical name (built-ins plus installed plugins)."""
-    aliases = dict(BUILTIN_BACKEND_ALIASES)
-    try:
-        from harness.backend import available_backends
-
-        for name, backend in available_backends().items():
-            aliases[name] = name
-            for alias in backend.aliases:
-                aliases[alias] = name
-    except Exception:  # a broken third-party plugin must not break validation of the built-ins
-        pass
-    return aliases
-
-
 def resolve_backend(name: str) -> str:
     """Canonical backend name for a spelling (`tf` -> `tensorflow`); ValueError naming the choices."""
-    aliases = backend_aliases()
-    key = str(name).strip().lower()
-    if key == "all":
+    from harness.backend import resolve_backend_name
+
+    if str(name).strip().lower() == "all":
         raise ValueError("'all' is a command-line choice; list the backends in the file")
-    if key not in aliases:
-        raise ValueError(f"unknown backend {name!r}: expected one of {', '.join(sorted(aliases))}")
-    return aliases[key]
+    try:
+        return resolve_backend_name(name)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- loading
@@ -267,7 +259,8 @@ def parse_override(text: str) -> tuple[str, Any]:
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """A copy of the raw scenario mapping with each `--set KEY=VALUE` applied.
 
-    `KEY` is a workload parameter (a list value sweeps over it), `measure.FIELD`, `seed` or `name`.
+    `KEY` is a workload parameter (a list value sweeps over it), `measure.FIELD`, `cpu_threads.FIELD`,
+    `BACKEND.OPTION` (`tensorflow.keras=tf_keras`; a list sweeps it), `seed` or `name`.
     Setting a swept parameter replaces its sweep.
     """
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
@@ -279,8 +272,26 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             out["measure"] = measure
         elif key in ("seed", "name"):
             out[key] = value
-        elif "." in key:
-            raise InputError(f"--set {key}: expected a parameter name, measure.FIELD, seed or name", source="--set", field=key)
+        elif key.startswith("cpu_threads."):
+            threads = dict(out.get("cpu_threads") or {})
+            threads[key.split(".", 1)[1]] = value
+            out["cpu_threads"] = threads
+        elif "." in key:  # BACKEND.OPTION: a backend's option (a list sweeps it)
+            backend, option = key.split(".", 1)
+            try:
+                resolve_backend(backend)
+            except ValueError:
+                raise InputError(f"--set {key}: expected a parameter name, measure.FIELD, cpu_threads.FIELD, "
+                                 "BACKEND.OPTION, seed or name", source="--set", field=key) from None
+            sweep = dict(out.get("sweep") or {})
+            options = {k: dict(v) if isinstance(v, dict) else v for k, v in (out.get("options") or {}).items()}
+            if isinstance(value, list):
+                sweep[key] = value
+            else:
+                options.setdefault(backend, {})[option] = value
+                sweep.pop(key, None)
+            out["sweep"] = sweep
+            out["options"] = options
         else:
             params = dict(out.get("params") or {})
             sweep = dict(out.get("sweep") or {})
@@ -314,20 +325,44 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
         )
     workload = WORKLOADS[scenario.workload]
     fields = set(workload.params_model.model_fields)
-    for key in scenario.sweep:
+    from harness.backend import available_backends
+
+    renamed = {}
+    for key, values in scenario.sweep.items():
+        if "." in key:  # BACKEND.OPTION: sweeps one backend's option; the other backends run once
+            backend_key, option = key.split(".", 1)
+            try:
+                name = resolve_backend(backend_key)
+                for value in values:
+                    available_backends()[name].validate_options({**scenario.options.get(backend_key, {}), option: value})
+            except ValueError as exc:
+                raise InputError(f"{source}: field `sweep.{key}`: {exc}", source=source, field=f"sweep.{key}") from None
+            renamed[f"{name}.{option}"] = values
+            continue
         if key not in fields:
             raise InputError(
                 f"{source}: field `sweep.{key}`: not a parameter of workload {scenario.workload} "
-                f"(expected one of {', '.join(sorted(fields))})",
+                f"(expected one of {', '.join(sorted(fields))}, or BACKEND.OPTION such as tensorflow.keras)",
                 source=source,
                 field=f"sweep.{key}",
             )
-    for key in scenario.options:
+        renamed[key] = values
+    scenario.sweep = renamed
+    options = {}
+    for key, values in scenario.options.items():
         try:
-            resolve_backend(key)
+            name = resolve_backend(key)
         except ValueError as exc:
             raise InputError(f"{source}: field `options.{key}`: {exc}", source=source, field=f"options.{key}") from None
+        from harness.backend import available_backends
+
+        try:
+            options[name] = available_backends()[name].validate_options(values if isinstance(values, dict) else {})
+        except ValueError as exc:
+            raise InputError(f"{source}: field `options.{key}`: {exc}", source=source, field=f"options.{key}") from None
+    scenario.options = options
     for point in sweep_points(scenario):
+        point = {k: v for k, v in point.items() if "." not in k}
         try:
             workload.validate({**scenario.params, **point})
         except ValidationError as exc:

@@ -5,6 +5,7 @@ Registered through HARNESS_BACKENDS, the way a third-party plugin under developm
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -13,9 +14,47 @@ import time
 
 import numpy as np
 
+from pydantic import BaseModel, ConfigDict
+
+from harness.adapter import Prepared
 from harness.backend import Backend
 from harness.errors import Unsupported
-from harness.measure import WallClock, run_timed
+from harness.measure import WallClock
+
+
+class FakeOptions(BaseModel):
+    """Whatever a test tells the fake to do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str = "ok"
+    marker: str | None = None
+    seconds: float = 1.0
+    limit: int | None = None
+
+
+class FakeDevice:
+    """The CPU, as the fake sees it."""
+
+    neutral = "cpu"
+
+    def identity(self) -> dict:
+        return {"device": "cpu", "device_name": "fake cpu", "framework_version": np.__version__, "env": {"fake": True}}
+
+    def clock(self):
+        return WallClock(), "time.perf_counter"
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def reset_peak(self) -> None:
+        pass
+
+    def peak_allocated_bytes(self):
+        return None
+
+    def after_timing(self, step, timing, params, ctx) -> dict:
+        return {}
 
 
 class FakeBackend(Backend):
@@ -23,15 +62,24 @@ class FakeBackend(Backend):
     aliases = ("fk",)
     distributions = ("numpy",)
     workloads = {"gemm": {"precision": ("fp32", "tf32", "fp16", "bf16")}, "resnet50_train": {}}
+    options_model = FakeOptions
 
-    def execute(self, spec: dict, ctx) -> dict:
-        action = spec["options"].get("action", "ok")
-        marker = spec["options"].get("marker")
-        if marker:  # lets a test see that this run started
-            with open(marker, "a", encoding="utf-8") as fh:
-                fh.write(f"{spec['run_id']}\n")
+    def open_device(self, device: str, cpu_threads: dict):
+        return FakeDevice()
+
+    def out_of_memory(self, exc: BaseException):
+        return "planted allocation failure" if "planted allocation failure" in str(exc) else None
+
+    def prepare(self, workload: str, params, device, run) -> Prepared:
+        options = run.options
+        action = options["action"]
+        if options["marker"]:  # lets a test see that this run started
+            with open(options["marker"], "a", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
         if action == "raise":
             raise RuntimeError("planted failure")
+        if action == "raise_oom_message":
+            raise RuntimeError("planted allocation failure in a library")
         if action == "exit":
             os._exit(3)
         if action == "kill":
@@ -50,21 +98,10 @@ class FakeBackend(Backend):
         if action == "oom":
             raise MemoryError("planted: cannot allocate")
         if action == "sleep":
-            time.sleep(float(spec["options"].get("seconds", 1)))
-        if action == "oom_above":  # a device with a memory limit: batches above `limit` do not fit
-            if spec["params"].get("batch_size", 0) > int(spec["options"]["limit"]):
-                raise MemoryError(f"batch {spec['params']['batch_size']} does not fit")
+            time.sleep(options["seconds"])
+        batch = getattr(params, "batch_size", 0)
+        if action == "oom_above" and batch > int(options["limit"]):  # a device with a memory limit
+            raise MemoryError(f"batch {batch} does not fit")
         size = 64
         a = np.ones((size, size), dtype=np.float32)
-        timing = run_timed(lambda: a @ a, WallClock(), spec["measure"], work_per_step=2 * size**3)
-        return {
-            "device": "cpu" if spec["device"] == "auto" else spec["device"],
-            "device_name": "fake cpu",
-            "framework_version": np.__version__,
-            "api": {"precision": "numpy.matmul"},
-            "samples": [r / 1e12 for r in timing.rates(2 * size**3)],
-            "step_time_s": timing.step_time_s(),
-            "first_step_s": timing.first_step_s,
-            "checks": {"correct": True},
-            "timing": {"stop_reason": timing.stop_reason, "steps_per_block": timing.steps_per_block},
-        }
+        return Prepared(step=lambda: a @ a, api={"precision": "numpy.matmul"}, checks=lambda: {"correct": True})

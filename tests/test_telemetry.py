@@ -8,7 +8,8 @@ import pytest
 from harness import nvml as nvml_mod
 from harness import stats, telemetry
 from harness.backend import RunContext
-from harness.worker import complete
+from harness.execute import summarize, telemetry_fields
+from harness.peaks import pct_of_peak
 
 
 class FakeNvml:
@@ -85,17 +86,15 @@ def test_cuda_visible_devices_maps_cuda_indices_to_nvml_indices(monkeypatch):
     assert nvml_mod.nvml_index(2) == 2
 
 
-def _spec():
-    return {"workload": "gemm", "params": {"size": 64, "precision": "bf16"}}
-
-
 def test_a_falling_rate_across_blocks_is_reported_as_throttling():
     assert stats.drift([784.6, 713.2, 684.5, 671.5, 676.6]) == pytest.approx(-0.1377, abs=1e-3)
-    fields = complete(_spec(), {"samples": [784.6, 713.2, 684.5, 671.5, 676.6], "device_name": "NVIDIA H200"}, RunContext())
-    assert any("fell 14%" in w for w in fields["warnings"])
-    steady = complete(_spec(), {"samples": [751.0, 752.0, 750.5, 751.7], "device_name": "NVIDIA H200"}, RunContext())
-    assert not any("fell" in w for w in steady["warnings"])
-    assert steady["pct_of_peak"] == pytest.approx(100 * 751.35 / 989, rel=1e-3)
+    warnings: list[str] = []
+    summarize([784.6, 713.2, 684.5, 671.5, 676.6], warnings)
+    assert any("fell 14%" in w for w in warnings)
+    steady_warnings: list[str] = []
+    steady = summarize([751.0, 752.0, 750.5, 751.7], steady_warnings)
+    assert not any("fell" in w for w in steady_warnings)
+    assert pct_of_peak(steady["median"], "NVIDIA H200", "bf16") == pytest.approx(100 * 751.35 / 989, rel=1e-3)
 
 
 def test_a_clock_below_90pct_of_its_maximum_is_reported(fake_nvml):
@@ -105,6 +104,7 @@ def test_a_clock_below_90pct_of_its_maximum_is_reported(fake_nvml):
     sampler.start()
     time.sleep(0.3)
     sampler.stop()
-    fields = complete(_spec(), {"samples": [700.0, 701.0, 699.0]}, ctx)
+    warnings: list[str] = []
+    fields = telemetry_fields(ctx, 700.0, warnings)
     assert fields["telemetry"]["sm_clock_min_mhz"] == 1545
-    assert any("SM clock fell to 1545 MHz" in w for w in fields["warnings"])
+    assert any("SM clock fell to 1545 MHz" in w for w in warnings)

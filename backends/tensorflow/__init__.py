@@ -1,17 +1,21 @@
 """The TensorFlow / Keras backend of harness.
 
-Importing this package imports neither TensorFlow nor Keras: they are imported inside `execute`,
-which runs only in a worker process.
+Importing this package imports neither TensorFlow nor Keras: they are imported in `open_device` and
+`prepare`, which run only in a worker process.
 """
 
 from __future__ import annotations
 
+import importlib.metadata as md
+import os
 import sys
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from harness.backend import Backend
 
-_EXECUTION = ("eager", "graph", "compiled")
+_EXECUTION = ("eager", "graph", "cuda_graph", "compiled")
 
 #: Messages of allocation failures that TensorFlow raises as some other error type (InternalError and
 #: friends, e.g. a GPU-to-host copy into memory that could not be allocated). GPU ones not yet seen here.
@@ -26,12 +30,46 @@ _OOM_MESSAGES = (
 )
 
 
+NO_CUDA_GRAPH = (
+    "TensorFlow has no API that captures a whole training step in one CUDA graph and replays it; under XLA "
+    "(execution: compiled) it can replay compiled code through CUDA-graph command buffers (XLA_FLAGS), which "
+    "harness records in api.execution"
+)
+KERAS3_BEFORE_216 = "TensorFlow {version} bundles Keras 2 (tf.keras) only; Keras 3 needs TensorFlow 2.16+"
+NO_TF_KERAS = ("keras=tf_keras needs the tf_keras package beside TensorFlow {version} "
+               "(pip install 'tf_keras~={minor}.0'); it is not installed")
+EAGER_TRAINING = (
+    "TensorFlow eager runs the training step op by op from Python, a debugging mode (Keras's fit runs the "
+    "step as a tf.function): compare execution graph or compiled for TensorFlow's training speed"
+)
+
+
+class TensorFlowOptions(BaseModel):
+    """The TensorFlow backend's options (`options: {tensorflow: {...}}`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Which Keras builds the model: `keras3` (the `keras` package, TF 2.16+), `tf_keras` (Keras 2:
+    #: the tf_keras package with TF_USE_LEGACY_KERAS=1 on TF 2.16+, tf.keras itself before), or
+    #: `auto`, whatever this TensorFlow uses by default (recorded in api.keras).
+    keras: Literal["auto", "keras3", "tf_keras"] = "auto"
+
+
+def _version_tuple(version: str | None) -> tuple[int, int]:
+    parts = (version or "0.0").split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return 0, 0
+
+
 class TensorFlowBackend(Backend):
-    """Runs the neutral workloads with TensorFlow and Keras (Keras 2 on TF 2.12-2.15, Keras 3 on 2.16+)."""
+    """Runs the neutral workloads with TensorFlow and Keras (Keras 2 on TF 2.12-2.15, Keras 3 or tf_keras on 2.16+)."""
 
     name: ClassVar[str] = "tensorflow"
     aliases: ClassVar[tuple[str, ...]] = ("tf",)
     distributions: ClassVar[tuple[str, ...]] = ("tensorflow", "tensorflow-cpu", "tf-nightly")
+    install_hint: ClassVar[str] = "pip install 'harness[tf]' (or harness[tf-cpu])"
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
         "gemm": {
             "precision": ("fp32", "tf32", "fp16", "bf16"),
@@ -45,33 +83,69 @@ class TensorFlowBackend(Backend):
         },
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm", "resnet50_train": "backends.tensorflow.resnet50_train"}
+    options_model: ClassVar[type[BaseModel]] = TensorFlowOptions
 
-    def unsupported_reason(self, workload: str, params: dict, device: str) -> str | None:
+    def keras_choice(self, options: dict | None) -> str:
+        """`keras3` or `tf_keras`: the Keras a run with these options builds its model with."""
+        choice = (options or {}).get("keras", "auto")
+        if choice != "auto":
+            return choice
+        if _version_tuple(self.framework_version()) < (2, 16):
+            return "tf_keras"
+        legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true")
+        return "tf_keras" if legacy else "keras3"
+
+    def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Combinations known to be impossible before TensorFlow is imported."""
-        reason = super().unsupported_reason(workload, params, device)
+        reason = super().unsupported_reason(workload, params, device, options)
         if reason:
             return reason
+        if params.get("execution") == "cuda_graph":
+            return NO_CUDA_GRAPH
         if device == "cpu" and params.get("precision") == "tf32":
             return "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
         if workload == "resnet50_train" and params.get("model") == "keras_resnet50_v1" and params.get("recompute") == "blocks":
             from backends.tensorflow.resnet50_train import KERAS_V1_RECOMPUTE_REASON
 
             return KERAS_V1_RECOMPUTE_REASON
+        version = self.framework_version()
+        keras = self.keras_choice(options)
+        major_minor = _version_tuple(version)
+        if keras == "keras3" and version and major_minor < (2, 16):
+            return KERAS3_BEFORE_216.format(version=version)
+        if keras == "tf_keras" and version and major_minor >= (2, 16):
+            try:
+                md.version("tf_keras")
+            except md.PackageNotFoundError:
+                return NO_TF_KERAS.format(version=version, minor=f"{major_minor[0]}.{major_minor[1]}")
         return None
 
-    def classify_error(self, exc: BaseException) -> str | None:
-        """`oom` for TensorFlow's ResourceExhaustedError, an allocation failure message, or MemoryError."""
-        if isinstance(exc, MemoryError):
-            return "oom"
+    def worker_env(self, options: dict) -> dict[str, str]:
+        """Memory growth (else TF takes nearly all device memory and NVML's figure means nothing), quiet logs,
+        and the Keras choice, which TensorFlow reads once, at import (TF_USE_LEGACY_KERAS)."""
+        env = {"TF_FORCE_GPU_ALLOW_GROWTH": os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
+               "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        if _version_tuple(self.framework_version()) >= (2, 16):
+            env["TF_USE_LEGACY_KERAS"] = "1" if self.keras_choice(options) == "tf_keras" else "0"
+        return env
+
+    def open_device(self, device: str, cpu_threads: dict):
+        """Import TensorFlow, set its thread pools, turn memory growth on and resolve the device."""
+        from backends.tensorflow.device import TensorFlowDevice
+
+        return TensorFlowDevice(device, cpu_threads)
+
+    def out_of_memory(self, exc: BaseException) -> str | None:
+        """Evidence of an allocation failure: ResourceExhaustedError, MemoryError, or an allocator's message."""
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")[:300]
+        if isinstance(exc, MemoryError) or type(exc).__name__ == "ResourceExhaustedError":
+            return f"{type(exc).__name__}: {first}"
         tf = sys.modules.get("tensorflow")  # never import it here: if it was not imported, it raised nothing
         if tf is not None and isinstance(exc, tf.errors.ResourceExhaustedError):
-            return "oom"
-        if type(exc).__name__ == "ResourceExhaustedError":
-            return "oom"
-        text = str(exc)
-        if any(message.lower() in text.lower() for message in _OOM_MESSAGES):
-            return "oom"
-        return None
+            return f"{type(exc).__name__}: {first}"
+        text = str(exc).lower()
+        hit = next((m for m in _OOM_MESSAGES if m.lower() in text), None)
+        return f"{type(exc).__name__} naming {hit!r}: {first}" if hit else None
 
 
 __all__ = ["TensorFlowBackend"]

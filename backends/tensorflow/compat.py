@@ -39,6 +39,19 @@ def keras_version() -> str:
     return str(version)
 
 
+def keras_api() -> str:
+    """Which Keras `tf.keras` names here, for the record (`keras 3.15.1`, `tf_keras 2.21.0 (Keras 2)`)."""
+    import os
+
+    version = keras_version()
+    if is_keras3():
+        return f"keras {version} (Keras 3)"
+    tf = tf_module()
+    if os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true"):
+        return f"tf_keras {version} (Keras 2, TF_USE_LEGACY_KERAS=1)"
+    return f"tf.keras {version} (Keras 2, bundled with TensorFlow {tf.__version__})"
+
+
 def keras_major() -> int:
     """2 or 3."""
     return int(keras_version().split(".")[0])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 
@@ -46,7 +45,7 @@ def enable_memory_growth() -> None:
     """Turn memory growth on for every GPU, so the allocator peak is what the run used, not all memory.
 
     Must run before the first op touches a GPU; afterwards TensorFlow refuses (RuntimeError), and the
-    runner's TF_FORCE_GPU_ALLOW_GROWTH=true has already done the same. Not yet run on a GPU.
+    worker's TF_FORCE_GPU_ALLOW_GROWTH=true (TensorFlowBackend.worker_env) has already done the same.
     """
     tf = compat.tf_module()
     for gpu in tf.config.list_physical_devices("GPU"):
@@ -83,36 +82,6 @@ def device_name(placement: Placement) -> str | None:
         except (IndexError, ValueError):
             return None
     return cpu_model_name()
-
-
-@contextlib.contextmanager
-def identified(placement: Placement):
-    """Attach the resolved device to any exception raised inside, as `exc.partial` for the worker's record.
-
-    An unsupported, out-of-memory or failed run then still says which device it was (`cpu`, not `auto`).
-    """
-    try:
-        yield
-    except Exception as exc:
-        if getattr(exc, "partial", None) is None:
-            try:
-                exc.partial = {
-                    "device": placement.neutral,
-                    "device_name": device_name(placement),
-                    "framework_version": compat.tf_module().__version__,
-                }
-            except Exception:  # noqa: BLE001 - never hide the original error
-                pass
-        raise
-
-
-def run_placed(spec: dict, ctx, params, body):
-    """Turn memory growth on, resolve the spec's device, and run `body(spec, ctx, params, placement)`
-    with any exception it raises naming that device (see identified)."""
-    enable_memory_growth()
-    placement = resolve(spec["device"])
-    with identified(placement):
-        return body(spec, ctx, params, placement)
 
 
 def cpu_model_name() -> str | None:
@@ -166,6 +135,52 @@ def identity(placement: Placement) -> dict:
             "framework_version": compat.tf_module().__version__, "env": environment()}
 
 
+def set_threads(cpu_threads: dict) -> dict:
+    """Set TensorFlow's intra-/inter-op thread pools where the scenario asks (before the runtime starts).
+
+    0 is TensorFlow's "let the system choose"; the values in force are recorded either way.
+    """
+    tf = compat.tf_module()
+    if cpu_threads.get("intra_op"):
+        tf.config.threading.set_intra_op_parallelism_threads(int(cpu_threads["intra_op"]))
+    if cpu_threads.get("inter_op"):
+        tf.config.threading.set_inter_op_parallelism_threads(int(cpu_threads["inter_op"]))
+    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
+
+
+class TensorFlowDevice:
+    """A resolved device as TensorFlow sees it (harness.adapter.Device)."""
+
+    def __init__(self, name: str, cpu_threads: dict):
+        self.threads = set_threads(cpu_threads)
+        enable_memory_growth()
+        self.placement = resolve(name)
+        self.neutral = self.placement.neutral
+        self._peak = AllocatorPeak(self.placement)
+
+    def identity(self) -> dict:
+        fields = identity(self.placement)
+        fields["env"]["threads"] = self.threads
+        return fields
+
+    def clock(self):
+        return clock()
+
+    def reset_peak(self) -> None:
+        self._peak.reset()
+
+    def peak_allocated_bytes(self) -> int | None:
+        return self._peak.peak_bytes()
+
+    def scope(self):
+        """Ops created inside run on this device (tf.device), so a step needs no placement of its own."""
+        return compat.tf_module().device(self.placement.tf_name)
+
+    def after_timing(self, step, timing, params, ctx) -> dict:
+        return {}
+
+
 def environment() -> dict:
     """The framework side of the record's `env`: versions TF was built with, Keras, relevant variables."""
     tf = compat.tf_module()
@@ -209,10 +224,12 @@ class Step:
 
 
 def build_step(fn, execution: str) -> Step:
-    """Wrap `fn` for the neutral execution mode, with XLA set explicitly on or off.
+    """Wrap `fn` (the whole step) for the neutral execution mode, with XLA set explicitly on or off.
 
-    eager: the plain Python function, ops dispatched one at a time; graph: tf.function(jit_compile=False);
-    compiled: tf.function(jit_compile=True), XLA (on the CPU too).
+    eager: the plain Python function, ops dispatched one at a time; graph: tf.function(jit_compile=False),
+    run by TensorFlow's graph executor kernel by kernel; compiled: tf.function(jit_compile=True), the
+    whole step compiled by XLA (on the CPU too). cuda_graph has no TensorFlow equivalent (the backend
+    refuses it before this is reached).
     """
     tf = compat.tf_module()
     if execution == "eager":
@@ -227,3 +244,10 @@ def build_step(fn, execution: str) -> Step:
         traced = tf.function(fn, jit_compile=True)
         return Step(traced, "tf.function(jit_compile=True)", traced)
     raise Unsupported(f"execution {execution!r} is not one the TensorFlow backend maps (eager, graph, compiled)")
+
+
+def xla_command_buffers() -> str:
+    """What XLA_FLAGS say about XLA's CUDA-graph command buffers (XLA's default where unset)."""
+    flags = os.environ.get("XLA_FLAGS") or ""
+    hits = [f for f in flags.split() if "command_buffer" in f]
+    return " ".join(hits) if hits else "XLA's default command buffers (XLA_FLAGS sets none)"

@@ -1,18 +1,16 @@
 """gemm on TensorFlow: tf.linalg.matmul of the neutral operands, timed, then checked against float64.
 
-Run on the CPU with TF 2.12 and 2.21. On a GPU the same code places the operands on /GPU:N and the
-clock's sync_devices() waits for the queued products; that path is not yet run on a GPU.
+Run on the CPU with TF 2.12 and 2.21, and on an H200 with TF 2.21: the operands live on /GPU:N and
+the clock's sync_devices() waits for the queued products.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from harness import stats
-from harness.backend import RunContext
-from harness.measure import run_timed
+from harness.adapter import Prepared
 from harness.workloads.base import fingerprint
-from harness.workloads.gemm import GEMM, check_product, gemm_flops, gemm_inputs, sample_rows
+from harness.workloads.gemm import check_product, gemm_inputs, sample_rows
 
 from backends.tensorflow import compat, device
 
@@ -27,69 +25,39 @@ def _product(a, b):
     return tf.linalg.matmul(a, b)
 
 
-def run(spec: dict, ctx: RunContext) -> dict:
-    """Time the product as spec["measure"] asks and check sampled rows of the last one computed."""
-    return device.run_placed(spec, ctx, GEMM.validate(spec["params"]), _run)
-
-
-def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> dict:
+def prepare(params, dev, run) -> Prepared:
+    """The operands on the device in the precision's dtype, and a step of one product in the execution mode."""
     tf = compat.tf_module()
-    seed = int(spec.get("seed") or 0)
+    placement = dev.placement
     dtype = DTYPES[params.precision]
     api = {"precision": f"{dtype} operands; " + device.set_tensor_float_32(params.precision, placement)}
 
-    a_host, b_host = gemm_inputs(params, seed)
-    inputs_fingerprint = fingerprint(a_host, b_host)
+    a_host, b_host = gemm_inputs(params, run.seed)
     with tf.device(placement.tf_name):
         a = tf.cast(tf.constant(a_host), dtype)
         b = tf.cast(tf.constant(b_host), dtype)
     del a_host, b_host
 
-    step = device.build_step(_product, params.execution)
-    api["execution"] = step.api
-    api["operation"] = "tf.linalg.matmul" + (" (batched)" if params.batch > 1 else "")
-    clock, api["sync"] = device.clock()
-
+    step_fn = device.build_step(_product, params.execution)
+    api["execution"] = step_fn.api + " of one product per step"
+    api["operation"] = "tf.linalg.matmul(a, b)" + (" (batched)" if params.batch > 1 else "") + " (output allocated)"
     last = {}
 
-    def one_product():
+    def step():
         # every call runs the product: eager ops and tf.function calls are never cached by value
-        last["c"] = step.call(a, b)
+        last["c"] = step_fn.call(a, b)
 
-    flops = gemm_flops(params)
-    peak = device.AllocatorPeak(placement)
-    peak.reset()
-    with tf.device(placement.tf_name):
-        timing = run_timed(
-            one_product, clock, spec["measure"], work_per_step=flops, telemetry=ctx.telemetry_for(placement.neutral)
-        )
-    peak_bytes = peak.peak_bytes()
+    def checks() -> dict:
+        out = _check(a, b, last["c"], params, run.seed)
+        # the operands as they reached the device (after the cast), read back: equal on two backends
+        # means they multiplied the same numbers
+        out["inputs_fingerprint"] = fingerprint(tf.cast(a, tf.float32).numpy(), tf.cast(b, tf.float32).numpy())
+        traces = step_fn.traces()
+        if traces is not None and traces > 1:
+            run.ctx.warnings.append(f"the tf.function step traced {traces} times (expected once)")
+        return out
 
-    samples = [rate / 1e12 for rate in timing.rates(flops)]
-    checks = _check(a, b, last["c"], params, seed)
-    checks["inputs_fingerprint"] = inputs_fingerprint
-    traces = step.traces()
-    if traces is not None and traces > 1:
-        ctx.warnings.append(f"the tf.function step traced {traces} times (expected once)")
-
-    result = {
-        **device.identity(placement),
-        "api": api,
-        "samples": samples,
-        "step_time_s": timing.step_time_s(),
-        "first_step_s": timing.first_step_s,
-        "peak_allocated_bytes": peak_bytes,
-        "tflops": stats.median(samples),
-        "checks": checks,
-        "timing": timing.fields(traces=traces),
-    }
-    if not checks["correct"]:
-        result["status"] = "failed"
-        result["error"] = (
-            f"wrong result: max_rel_error {checks['max_rel_error']:.3g} exceeds the {params.precision} "
-            f"tolerance {checks['tolerance']:.3g}"
-        )
-    return result
+    return Prepared(step=step, api=api, checks=checks, timing_fields=lambda: {"traces": step_fn.traces()})
 
 
 def _check(a, b, c, params, seed: int) -> dict:

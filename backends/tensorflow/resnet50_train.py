@@ -8,32 +8,21 @@ parameter count is known before any step (25,557,032 at 1000 classes, torchvisio
 The training step is a custom loop: tf.GradientTape over grad_accum micro-batches, SGD with momentum,
 float32 logits and loss under any precision policy, dynamic loss scaling for amp_fp16.
 
-Run on the CPU with TF 2.12 / Keras 2.12 and TF 2.21 / Keras 3.15, in every execution mode. The GPU
-path (memory growth, cuDNN NCHW convolutions, TF32, tensor-core fp16/bf16) is written to the documented
-APIs and not yet run on a GPU.
+Run on the CPU with TF 2.12 / Keras 2.12 and TF 2.21 / Keras 3.15 or tf_keras 2.21, in every execution
+mode, and on an H200 with TF 2.21 (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import gc
-import math
 from functools import partial
 
 import numpy as np
 
-from harness import stats
-from harness.backend import RunContext
+from harness.adapter import Prepared
 from harness.errors import Unsupported
-from harness.measure import run_timed
 from harness.workloads.base import fingerprint
-from harness.workloads.resnet50_train import (
-    EXPANSION,
-    RESNET50_TRAIN,
-    STAGES,
-    parameter_count,
-    synthetic_batch,
-    train_flops_per_image,
-)
+from harness.workloads.resnet50_train import EXPANSION, STAGES, parameter_count, synthetic_batch
 
 from backends.tensorflow import compat, device
 
@@ -201,18 +190,13 @@ def trainable_parameters(model) -> int:
 # --- the run -------------------------------------------------------------------------------------
 
 
-def run(spec: dict, ctx: RunContext) -> dict:
-    """Build the model, time training steps as spec["measure"] asks, and report images/s and losses."""
-    params = RESNET50_TRAIN.validate(spec["params"])
-    if params.model == "keras_resnet50_v1" and params.recompute == "blocks":
-        raise Unsupported(KERAS_V1_RECOMPUTE_REASON)
-    return device.run_placed(spec, ctx, params, _run)
-
-
-def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> dict:
+def prepare(params, dev, run) -> Prepared:
+    """The model in the precision's policy, synthetic data on the device, SGD, and one training step."""
     tf = compat.tf_module()
-    seed = int(spec.get("seed") or 0)
-    api = {"precision": device.set_tensor_float_32(params.precision, placement)}
+    placement = dev.placement
+    ctx = run.ctx
+    api = {"keras": compat.keras_api()}
+    api["precision"] = device.set_tensor_float_32(params.precision, placement)
     if params.memory_format == "channels_first" and not placement.is_gpu:
         problem = compat.channels_first_cpu_problem(params.execution)
         if problem:
@@ -220,27 +204,31 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
 
     compat.clear_session()
     gc.collect()  # an earlier run's model in this process would otherwise count in the allocator peak
-    compat.set_random_seed(seed)
+    compat.set_random_seed(run.seed)
     # the policy is global and read when layers are created: set it (float32 too) before building
     api["precision"] = compat.set_global_policy(POLICIES[params.precision]) + "; " + api["precision"]
     data_format = params.memory_format
-    with tf.device(placement.tf_name):
-        if params.model == "resnet50":
-            model = build_resnet50(params.image_size, params.num_classes, data_format, params.recompute == "blocks")
-            api["model"] = "ResNet-50 v1.5 from Keras layers (torchvision layout: stride on 3x3, no conv bias)"
-        else:
-            model = build_keras_resnet50_v1(params.image_size, params.num_classes, data_format)
-            api["model"] = "keras.applications.ResNet50(weights=None, classifier_activation=None) (v1, conv bias)"
-        variables = model.trainable_variables
-        images_host, labels_host = synthetic_batch(params, seed)
-        inputs_fingerprint = fingerprint(images_host, labels_host)  # before the layout change: the neutral batch
-        if data_format == "channels_last":
-            images_host = np.ascontiguousarray(images_host.transpose(0, 2, 3, 1))
-        images = tf.constant(images_host)
-        labels = tf.constant(labels_host)
-        optimizer, sgd_api = compat.sgd(params.lr, params.momentum)
-        update = compat.optimizer_update(optimizer, variables, loss_scaling=params.precision == "amp_fp16")
+    if params.model == "resnet50":
+        model = build_resnet50(params.image_size, params.num_classes, data_format, params.recompute == "blocks")
+        api["model"] = "ResNet-50 v1.5 from Keras layers (torchvision layout: stride on 3x3, no conv bias)"
+    else:
+        model = build_keras_resnet50_v1(params.image_size, params.num_classes, data_format)
+        api["model"] = "keras.applications.ResNet50(weights=None, classifier_activation=None) (v1, conv bias)"
+    variables = model.trainable_variables
+    images_host, labels_host = synthetic_batch(params, run.seed)
+    if data_format == "channels_last":
+        images_host = np.ascontiguousarray(images_host.transpose(0, 2, 3, 1))
+    images = tf.constant(images_host)
+    labels = tf.constant(labels_host)
     del images_host, labels_host
+    # what reached the device, read back in the neutral (NCHW) layout: equal on two backends means equal inputs
+    images_back = images.numpy()
+    if data_format == "channels_last":
+        images_back = images_back.transpose(0, 3, 1, 2)
+    inputs_fingerprint = fingerprint(images_back, labels.numpy())
+    del images_back
+    optimizer, sgd_api = compat.sgd(params.lr, params.momentum)
+    update = compat.optimizer_update(optimizer, variables, loss_scaling=params.precision == "amp_fp16")
     if params.precision == "amp_fp16":
         api["precision"] += "; " + update.api
     api["memory_format"] = (
@@ -256,6 +244,10 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
 
     if params.precision == "amp_fp16" and not placement.is_gpu:
         ctx.warnings.append("float16 on the CPU runs TensorFlow's slow reference kernels: not a guide to any GPU")
+    if params.execution == "eager":
+        from backends.tensorflow import EAGER_TRAINING
+
+        ctx.warnings.append(EAGER_TRAINING)
     accum = params.grad_accum
 
     def micro_step(x, y):
@@ -282,78 +274,46 @@ def _run(spec: dict, ctx: RunContext, params, placement: device.Placement) -> di
         update.apply(grads, variables)
         return loss
 
-    step = device.build_step(train_step, params.execution)
-    api["execution"] = step.api + " around forward, tf.GradientTape backward and optimizer update"
+    step_fn = device.build_step(train_step, params.execution)
+    api["execution"] = step_fn.api + " of the whole step: forward, tf.GradientTape backward, optimizer update"
+    if params.execution == "compiled" and placement.is_gpu:
+        api["execution"] += f"; {device.xla_command_buffers()}"
     api["grad_accum"] = (
         f"{accum} micro-batch(es) of {params.batch_size} per optimizer update, loss / {accum}, gradients summed"
         + (" in tf.while_loop" if accum > 1 else "")
     )
-    clock, api["sync"] = device.clock()
-
     losses = {}
 
-    def one_step():
-        loss = step.call(images, labels)
-        losses.setdefault("first", loss)
-        losses["last"] = loss  # read as a number only after the timed region
-
-    images_per_step = params.batch_size * accum
-    peak = device.AllocatorPeak(placement)
-    peak.reset()
-    with tf.device(placement.tf_name):
+    def step():
         try:
-            timing = run_timed(
-                one_step,
-                clock,
-                spec["measure"],
-                work_per_step=images_per_step,
-                telemetry=ctx.telemetry_for(placement.neutral),
-            )
+            loss = step_fn.call(images, labels)
         except (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError) as exc:
             _raise_if_layout_unsupported(exc, data_format, placement)
             raise
-    peak_bytes = peak.peak_bytes()
+        losses.setdefault("first", loss)
+        losses["last"] = loss  # read as a number only after the timed region
 
-    samples = timing.rates(images_per_step)
-    loss_first = float(losses["first"].numpy())
-    loss_last = float(losses["last"].numpy())
-    flops_per_image = train_flops_per_image(params.image_size, params.num_classes)
-    median = stats.median(samples)
-    count = trainable_parameters(model)
-    total = count + int(sum(int(np.prod(v.shape)) for v in model.non_trainable_weights))
-    expected = parameter_count(params.num_classes, params.model)
-    traces = step.traces()
-    if traces is not None and traces > 1:
-        ctx.warnings.append(f"the tf.function training step traced {traces} times (expected once)")
-    timing_fields = timing.fields(traces=traces, images_per_step=images_per_step)
-    if params.precision == "amp_fp16":
-        timing_fields["loss_scale"] = compat.loss_scale_value(update.optimizer)
-
-    result = {
-        **device.identity(placement),
-        "api": api,
-        "samples": samples,
-        "step_time_s": timing.step_time_s(),
-        "first_step_s": timing.first_step_s,
-        "peak_allocated_bytes": peak_bytes,
-        "tflops": median * flops_per_image / 1e12,
-        "checks": {
+    def checks() -> dict:
+        count = trainable_parameters(model)
+        traces = step_fn.traces()
+        if traces is not None and traces > 1:
+            ctx.warnings.append(f"the tf.function training step traced {traces} times (expected once)")
+        return {
             "inputs_fingerprint": inputs_fingerprint,
             "model_parameters": count,
-            "model_parameters_total": total,
-            "model_parameters_expected": expected,
-            "loss_first": loss_first,
-            "loss_last": loss_last,
-        },
-        "timing": timing_fields,
-    }
-    if not (math.isfinite(loss_first) and math.isfinite(loss_last)):
-        result["status"] = "diverged"
-        result["error"] = f"non-finite loss: first {loss_first}, last {loss_last}"
-    elif count != expected:
-        result["status"] = "failed"
-        result["error"] = f"wrong model: {count:,} trainable parameters, expected {expected:,} for {params.model}"
-    return result
+            "model_parameters_total": count + int(sum(int(np.prod(v.shape)) for v in model.non_trainable_weights)),
+            "model_parameters_expected": parameter_count(params.num_classes, params.model),
+            "loss_first": float(losses["first"].numpy()),
+            "loss_last": float(losses["last"].numpy()),
+        }
+
+    def timing_fields() -> dict:
+        out = {"traces": step_fn.traces(), "images_per_step": float(params.batch_size * accum)}
+        if params.precision == "amp_fp16":
+            out["loss_scale"] = compat.loss_scale_value(update.optimizer)
+        return out
+
+    return Prepared(step=step, api=api, checks=checks, timing_fields=timing_fields)
 
 
 def _raise_if_layout_unsupported(exc: Exception, data_format: str, placement: device.Placement) -> None:

@@ -1,18 +1,20 @@
 """The PyTorch backend of harness (entry point `torch` in the `harness.backends` group).
 
-Importing this package does not import torch: the framework is imported inside `execute`, which
-runs only in a worker process.
+Importing this package does not import torch: the framework is imported in `open_device` and
+`prepare`, which run only in a worker process.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from harness.backend import Backend
 from harness.errors import OutOfMemory, Unsupported
 
 _PRECISION = ("fp32", "tf32", "amp_fp16", "amp_bf16")
-_EXECUTION = ("eager", "graph", "compiled")
+_EXECUTION = ("eager", "graph", "cuda_graph", "compiled")
 
 #: Messages of allocation failures that torch does not raise as OutOfMemoryError. cuDNN and cuBLAS
 #: report a failed workspace allocation near the memory limit as an internal/alloc error
@@ -28,6 +30,11 @@ OOM_MESSAGES = (
 
 
 CUDA_GRAPH_ON_CPU = "a CUDA graph needs a CUDA GPU; the CPU has none"
+NO_GRAPH_MODE = (
+    "torch has no `graph` mode: nothing in torch runs a whole training step as a traced graph launched "
+    "kernel by kernel without compiling it, as tf.function does; its whole-step modes are cuda_graph "
+    "(capture once, replay) and compiled (torch.compile of the whole step)"
+)
 KERAS_V1_ON_TORCH = (
     "model keras_resnet50_v1 is Keras's applications.ResNet50 (v1, conv bias); the torch backend builds "
     "only torchvision's ResNet-50 v1.5 (model: resnet50)"
@@ -38,12 +45,22 @@ GRAPH_WITH_GRAD_SCALER = (
 )
 
 
+class TorchOptions(BaseModel):
+    """The torch backend's options (`options: {torch: {...}}`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: torch.compile's mode for `execution: compiled`.
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+
+
 class TorchBackend(Backend):
     """PyTorch (torch, torchvision): gemm and resnet50_train on the CPU and CUDA GPUs."""
 
     name: ClassVar[str] = "torch"
     aliases: ClassVar[tuple[str, ...]] = ("pytorch",)
     distributions: ClassVar[tuple[str, ...]] = ("torch",)
+    install_hint: ClassVar[str] = "pip install 'harness[torch]'"
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
         "gemm": {
             "precision": ("fp32", "tf32", "fp16", "bf16"),
@@ -57,27 +74,37 @@ class TorchBackend(Backend):
         },
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm", "resnet50_train": "backends.torch.resnet50_train"}
+    options_model: ClassVar[type[BaseModel]] = TorchOptions
 
-    def unsupported_reason(self, workload: str, params: dict, device: str) -> str | None:
-        """Combinations known to be impossible before torch is imported (the rest are found in execute)."""
-        reason = super().unsupported_reason(workload, params, device)
+    def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
+        """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved)."""
+        reason = super().unsupported_reason(workload, params, device, options)
         if reason:
             return reason
+        execution = params.get("execution")
+        if execution == "graph":
+            return NO_GRAPH_MODE
         if device == "cpu" and params.get("precision") == "tf32":
             from backends.torch.precision import TF32_ON_CPU
 
             return TF32_ON_CPU
-        if device == "cpu" and params.get("execution") == "graph":
+        if device == "cpu" and execution == "cuda_graph":
             return CUDA_GRAPH_ON_CPU
         if workload == "resnet50_train":
             if params.get("model") == "keras_resnet50_v1":
                 return KERAS_V1_ON_TORCH
-            if params.get("execution") == "graph" and params.get("precision") == "amp_fp16":
+            if execution == "cuda_graph" and params.get("precision") == "amp_fp16":
                 return GRAPH_WITH_GRAD_SCALER
         return None
 
-    def classify_error(self, exc: BaseException) -> str | None:
-        """`oom` for torch's and the host's out-of-memory errors (cuDNN/cuBLAS allocation failures too)."""
+    def open_device(self, device: str, cpu_threads: dict):
+        """Import torch, set its thread pools, and resolve the device (`auto`: the first CUDA GPU, else the CPU)."""
+        from backends.torch.device import TorchDevice
+
+        return TorchDevice(device, cpu_threads)
+
+    def out_of_memory(self, exc: BaseException) -> str | None:
+        """Evidence that torch or the host ran out of memory (cuDNN/cuBLAS allocation failures too), or None."""
         from backends.torch.compat import out_of_memory_errors
 
         oom_types = (MemoryError, OutOfMemory) + out_of_memory_errors()
@@ -86,9 +113,13 @@ class TorchBackend(Backend):
         while current is not None and id(current) not in seen:  # torch.compile wraps the original error
             seen.add(id(current))
             if isinstance(current, Unsupported):
-                return "unsupported"
-            if isinstance(current, oom_types) or any(m in str(current) for m in OOM_MESSAGES):
-                return "oom"
+                return None
+            first = next((line.strip() for line in str(current).splitlines() if line.strip()), "")[:300]
+            if isinstance(current, oom_types):
+                return f"{type(current).__name__}: {first}"
+            hit = next((m for m in OOM_MESSAGES if m in str(current)), None)
+            if hit:
+                return f"{type(current).__name__} naming {hit!r}: {first}"
             current = current.__cause__ or current.__context__
         return None
 

@@ -231,13 +231,59 @@ def launch_bound_warning(probe: dict | None, execution: str) -> str | None:
     if not probe or not probe["host_bound"]:
         return None
     text = f"launch-bound: the GPU is idle {100 * probe['gpu_idle_fraction']:.0f}% of the step waiting for the host"
-    return text + ("; try execution: graph" if execution != "graph" else "")
+    return text + ("; try execution: cuda_graph or compiled" if execution not in ("cuda_graph", "compiled") else "")
 
 
-def probe_launch_bound(step: Callable[[], Any], device, timing, execution: str, ctx) -> dict:
-    """Run the launch probe after the timed blocks; its figures for `timing`, its warning into ctx."""
-    probe = launch_probe(step, device, timing.step_time_s())
-    warning = launch_bound_warning(probe, execution)
-    if warning:
-        ctx.warnings.append(warning)
-    return probe or {}
+def set_threads(cpu_threads: dict) -> dict:
+    """Set torch's CPU thread pools where the scenario asks (None: torch's default); the values in force."""
+    import torch
+
+    if cpu_threads.get("intra_op"):
+        torch.set_num_threads(int(cpu_threads["intra_op"]))
+    if cpu_threads.get("inter_op"):
+        try:
+            torch.set_num_interop_threads(int(cpu_threads["inter_op"]))
+        except RuntimeError:  # only before the first parallel work of the process; a worker is fresh
+            pass
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+class TorchDevice:
+    """A resolved device as torch sees it (harness.adapter.Device)."""
+
+    def __init__(self, name: str, cpu_threads: dict):
+        self.threads = set_threads(cpu_threads)
+        self.neutral = resolve_device(name)
+        self.torch = torch_device(self.neutral)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.torch.type == "cuda"
+
+    def identity(self) -> dict:
+        fields = identity(self.neutral, self.torch)
+        fields["env"]["threads"] = self.threads
+        return fields
+
+    def clock(self):
+        return clock_for(self.torch), ("CUDA events + torch.cuda.synchronize()" if self.is_cuda else "time.perf_counter")
+
+    def scope(self):
+        """torch places work by its tensors' device: nothing to enter."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def reset_peak(self) -> None:
+        reset_peak_memory(self.torch)
+
+    def peak_allocated_bytes(self) -> int | None:
+        return peak_allocated_bytes(self.torch)
+
+    def after_timing(self, step: Callable[[], Any], timing, params, ctx) -> dict:
+        """The launch probe after the timed blocks; its figures for `timing`, its warning into ctx."""
+        probe = launch_probe(step, self.torch, timing.step_time_s())
+        warning = launch_bound_warning(probe, params.execution)
+        if warning:
+            ctx.warnings.append(warning)
+        return probe or {}

@@ -6,18 +6,14 @@ One timed step is `grad_accum` micro-batches (forward, loss, backward) and one o
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any, Callable
 
-from harness import stats
-from harness.errors import Unsupported, WrongResult
-from harness.measure import run_timed
-from harness.workloads import get_workload
+from harness.adapter import Prepared
+from harness.errors import Unsupported
 from harness.workloads.base import fingerprint
-from harness.workloads.resnet50_train import parameter_count, synthetic_batch, train_flops_per_image
+from harness.workloads.resnet50_train import synthetic_batch
 
-from backends.torch import CUDA_GRAPH_ON_CPU, GRAPH_WITH_GRAD_SCALER, KERAS_V1_ON_TORCH
-from backends.torch import compat, device as devices, precision as precisions
+from backends.torch import compat, precision as precisions
 
 #: Training steps run on a side stream before a whole-step CUDA graph is captured.
 GRAPH_WARMUP_STEPS = 3
@@ -25,29 +21,18 @@ GRAPH_WARMUP_STEPS = 3
 STAGES = ("layer1", "layer2", "layer3", "layer4")
 
 
-def run(spec: dict, ctx) -> dict:
-    """Execute one resnet50_train spec on torch and return its record fields."""
+def prepare(p, device, run) -> Prepared:
+    """torchvision's ResNet-50 v1.5, synthetic data on the device, SGD with momentum, and one training step."""
     import torch
     import torch.nn.functional as F
     import torchvision
 
-    p = get_workload("resnet50_train").validate(spec["params"])
-    options = spec.get("options") or {}
-    seed = int(spec.get("seed", 0))
-    if p.model != "resnet50":
-        raise Unsupported(KERAS_V1_ON_TORCH)
-    neutral = devices.resolve_device(spec.get("device", "auto"))
-    device = devices.torch_device(neutral)
+    dev = device.torch
     execution = p.execution
-    if execution == "graph":
-        if device.type != "cuda":
-            raise Unsupported(CUDA_GRAPH_ON_CPU)
-        if p.precision == "amp_fp16":
-            raise Unsupported(GRAPH_WITH_GRAD_SCALER)
 
     # --- techniques, each checked before anything is built --------------------------------------
     api: dict[str, Any] = {}
-    flags = precisions.apply_tf32(p.precision, device)
+    flags = precisions.apply_tf32(p.precision, dev)
     amp_name = precisions.AUTOCAST_DTYPE[p.precision]
     scaler = None
     if amp_name is None:
@@ -55,32 +40,28 @@ def run(spec: dict, ctx) -> dict:
         api["precision"] = flags
     else:
         amp_dtype = precisions.torch_dtype(amp_name)
-        compat.autocast(device.type, amp_dtype)  # Unsupported where this torch would switch it off
+        compat.autocast(dev.type, amp_dtype)  # Unsupported where this torch would switch it off
 
         def autocast():
-            return torch.autocast(device_type=device.type, dtype=amp_dtype)
+            return torch.autocast(device_type=dev.type, dtype=amp_dtype)
 
-        api["precision"] = f"torch.autocast({device.type}, {amp_name})"
+        api["precision"] = f"torch.autocast({dev.type}, {amp_name})"
         if p.precision == "amp_fp16":
-            scaler, scaler_api = compat.grad_scaler(device.type)
+            scaler, scaler_api = compat.grad_scaler(dev.type)
             api["precision"] += f" + {scaler_api}"
         api["precision"] += f"; {flags}"
-    compile_mode = str(options.get("compile_mode", "default"))
     if execution == "compiled":
         reason = compat.compile_unsupported_reason()
         if reason:
             raise Unsupported(reason)
 
     # --- model, data, optimizer -----------------------------------------------------------------
-    torch.manual_seed(seed)
-    if device.type == "cuda":
+    torch.manual_seed(run.seed)
+    if dev.type == "cuda":
         torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50(weights=None, num_classes=p.num_classes)
     n_params = sum(t.numel() for t in model.parameters() if t.requires_grad)
-    expected = parameter_count(p.num_classes, p.model)
-    if n_params != expected:
-        raise WrongResult(f"torchvision resnet50 has {n_params} trainable parameters, expected {expected}")
-    model = model.to(device)
+    model = model.to(dev)
     channels_last = p.memory_format == "channels_last"
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -94,30 +75,21 @@ def run(spec: dict, ctx) -> dict:
         api["recompute"] = "none"
     model.train()
 
-    images_np, labels_np = synthetic_batch(p, seed)
-    inputs_fingerprint = fingerprint(images_np, labels_np)
-    images = torch.from_numpy(images_np).to(device)
+    images_np, labels_np = synthetic_batch(p, run.seed)
+    images = torch.from_numpy(images_np).to(dev)
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
-    labels = torch.from_numpy(labels_np).to(device)
+    labels = torch.from_numpy(labels_np).to(dev)
     del images_np, labels_np
-    optimizer = torch.optim.SGD(model.parameters(), lr=p.lr, momentum=p.momentum)
-    api["optimizer"] = f"torch.optim.SGD(lr={p.lr}, momentum={p.momentum})"
+    # what reached the device, read back in the neutral layout: equal on two backends means equal inputs
+    inputs_fingerprint = fingerprint(images.cpu().numpy(), labels.cpu().numpy())
+    optimizer, api["optimizer"] = compat.sgd(model.parameters(), p.lr, p.momentum,
+                                             fused=scaler is not None and dev.type == "cuda")
     api["grad_accum"] = (
-        f"{p.grad_accum} micro-batches of {p.batch_size}, loss / {p.grad_accum}, one optimizer.step()"
+        f"{p.grad_accum} micro-batches of {p.batch_size} in a Python loop, loss / {p.grad_accum}, one optimizer.step()"
         if p.grad_accum > 1
         else "none (1 micro-batch per optimizer step)"
     )
-
-    forward = model
-    if execution == "compiled":
-        forward = compat.torch_compile(model, mode=compile_mode)
-        api["execution"] = f"torch.compile(mode={compile_mode})"
-    elif execution == "graph":
-        api["execution"] = "torch.cuda.CUDAGraph(whole step)"
-    else:
-        api["execution"] = "eager"
-
     accum = p.grad_accum
 
     def train_step():
@@ -126,7 +98,7 @@ def run(spec: dict, ctx) -> dict:
         loss = None
         for _ in range(accum):
             with autocast():
-                logits = forward(images)
+                logits = model(images)
                 loss = F.cross_entropy(logits, labels)
             backward_loss = loss / accum if accum > 1 else loss
             if scaler is not None:
@@ -141,7 +113,8 @@ def run(spec: dict, ctx) -> dict:
         return loss.detach()
 
     losses: dict[str, Any] = {}
-    if execution == "graph":
+    if execution == "cuda_graph":
+        api["execution"] = "torch.cuda.CUDAGraph of the whole step (forward, loss, backward, optimizer.step), replayed"
         graph_state: dict[str, Any] = {}
 
         def step():
@@ -151,53 +124,30 @@ def run(spec: dict, ctx) -> dict:
             losses["last"] = graph_state["loss"]  # static: each replay overwrites it
 
     else:
+        whole_step = train_step
+        if execution == "compiled":
+            mode = run.options["compile_mode"]
+            whole_step = compat.torch_compile(train_step, mode=mode)
+            api["execution"] = (f"torch.compile(mode={mode}) of the whole step: forward, loss, backward (AOTAutograd) "
+                                "and optimizer.step(), zero_grad included")
+        else:
+            api["execution"] = "eager"
 
         def step():
-            loss = train_step()
+            loss = whole_step()
             losses.setdefault("first", loss)
             losses["last"] = loss
 
-    # --- measure --------------------------------------------------------------------------------
-    images_per_step = float(p.batch_size * accum)
-    devices.reset_peak_memory(device)
-    timing = run_timed(
-        step,
-        devices.clock_for(device),
-        spec.get("measure") or {},
-        work_per_step=images_per_step,
-        telemetry=ctx.telemetry_for(neutral),
-    )
-    peak = devices.peak_allocated_bytes(device)
-    # read outside every timed region, and before the launch probe's steps overwrite a graph's loss
-    loss_first = float(losses["first"].float().item())
-    loss_last = float(losses["last"].float().item())
-
-    timing_out = timing.fields(images_per_step=images_per_step)
-    timing_out.update(devices.probe_launch_bound(step, device, timing, execution, ctx))
-
-    samples = timing.rates(images_per_step)
-    median = stats.median(samples)
-    flops_per_image = train_flops_per_image(p.image_size, p.num_classes)
-    record: dict[str, Any] = {
-        **devices.identity(neutral, device),
-        "api": api,
-        "samples": samples,
-        "step_time_s": timing.step_time_s(),
-        "first_step_s": timing.first_step_s,
-        "peak_allocated_bytes": peak,
-        "tflops": median * flops_per_image / 1e12 if median is not None else None,
-        "checks": {
+    def checks() -> dict:
+        return {
             "inputs_fingerprint": inputs_fingerprint,
             "model_parameters": n_params,
-            "loss_first": loss_first,
-            "loss_last": loss_last,
-        },
-        "timing": timing_out,
-    }
-    if not (math.isfinite(loss_first) and math.isfinite(loss_last)):
-        record["status"] = "diverged"
-        record["error"] = f"non-finite loss: loss_first={loss_first}, loss_last={loss_last}"
-    return record
+            "loss_first": float(losses["first"].float().item()),
+            "loss_last": float(losses["last"].float().item()),
+        }
+
+    return Prepared(step=step, api=api, checks=checks,
+                    timing_fields=lambda: {"images_per_step": float(p.batch_size * accum)})
 
 
 def checkpoint_blocks(model) -> int:

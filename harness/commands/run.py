@@ -8,7 +8,6 @@ import sys
 
 import click
 
-BACKEND_CHOICES = ("torch", "pytorch", "tf", "tensorflow", "all")
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
           "g": 10**9, "gb": 10**9, "gib": 1024**3, "t": 10**12, "tb": 10**12, "tib": 1024**4}
 
@@ -41,8 +40,9 @@ def _progress_result(i: int, n: int, record: dict) -> None:
 
 @click.command("run")
 @click.argument("scenario_file", required=False)
-@click.option("--backend", "backends", multiple=True, type=click.Choice(BACKEND_CHOICES, case_sensitive=False),
-              help="Run only these backends (repeatable; 'all' = every backend in the file).")
+@click.option("--backend", "backends", multiple=True, metavar="NAME",
+              help="Run only these backends: torch/pytorch, tensorflow/tf or any installed plugin "
+                   "(repeatable; 'all' = every backend in the file).")
 @click.option("--device", "devices", multiple=True, metavar="DEV",
               help="auto, cpu, cuda:N or gpu:N (repeatable); replaces the file's devices.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -68,7 +68,8 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     from harness.plan import RunSpec, build_plan, new_id
     from harness.record import FAILING_STATUSES
     from harness.runner import Runner
-    from harness.scenario import DEFAULT_MAX_RUNS, load_scenarios, resolve_backend
+    from harness.backend import resolve_backend_name
+    from harness.scenario import DEFAULT_MAX_RUNS, load_scenarios
     from harness.workloads import WORKLOADS
     from harness.store import Store
     from harness.table import summary_table
@@ -111,7 +112,7 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
         if backends and "all" not in [b.lower() for b in backends]:
             chosen = []
             for b in backends:
-                name = resolve_backend(b)
+                name = resolve_backend_name(b, field="--backend")
                 if name not in chosen:
                     chosen.append(name)
         chosen_devices = [normalize_device(d) for d in devices] or None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Execution = Literal["eager", "graph", "compiled"]
+#: The execution modes (docs/execution.md defines each; every mode covers the whole step).
+Execution = Literal["eager", "graph", "cuda_graph", "compiled"]
 
 
 class Params(BaseModel):
@@ -31,6 +32,20 @@ class Workload:
     items_per_step: Callable[[Any], float]
     #: The precision whose datasheet peak the achieved TFLOP/s is compared with.
     peak_precision: Callable[[Any], str]
+    #: The status a run's `checks` call for, with the reason ((None, None) when they pass).
+    verdict: Callable[[dict, Any], tuple[str | None, str | None]] = lambda checks, params: (None, None)
+    #: Each technique's baseline value: the denominator of a technique speedup in compare and report.
+    technique_baselines: dict[str, Any] = field(default_factory=dict)
+    #: The parameter a report draws on its x axis (None: no sweep plot for this workload).
+    x_param: str | None = None
+    #: The report's plots of this workload (harness.report draws each kind).
+    plots: tuple[str, ...] = ()
+
+    def headline_per_step(self, params) -> float:
+        """Work of one step in the headline's unit-seconds: images for images/s, TFLOP for TFLOP/s."""
+        if self.metric == "tflops":
+            return float(self.flops_per_step(params) or 0.0) / 1e12
+        return float(self.items_per_step(params))
 
     def validate(self, params: dict) -> Params:
         """Validated params (pydantic ValidationError on bad input)."""

@@ -79,6 +79,14 @@ def sample_rows(m: int, seed: int, count: int = 8) -> np.ndarray:
     return np.sort(rng.choice(m, size=min(count, m), replace=False))
 
 
+def product_verdict(checks: dict, p: GemmParams) -> tuple[str | None, str | None]:
+    """`failed` when the sampled rows of the product are wrong beyond the precision's tolerance."""
+    if checks.get("correct") is False:
+        return "failed", (f"wrong result: max_rel_error {checks['max_rel_error']:.3g} exceeds the {p.precision} "
+                          f"tolerance {checks['tolerance']:.3g}")
+    return None, None
+
+
 GEMM = Workload(
     name="gemm",
     description="dense matrix product C = A @ B; headline TFLOP/s (2*m*n*k*batch FLOPs per product)",
@@ -88,4 +96,8 @@ GEMM = Workload(
     flops_per_step=gemm_flops,
     items_per_step=lambda p: 1.0,
     peak_precision=lambda p: p.precision,
+    verdict=product_verdict,
+    technique_baselines={"precision": "fp32", "execution": "eager"},
+    x_param="size",
+    plots=("tflops_vs_peak",),
 )

@@ -91,6 +91,19 @@ def _peak_precision(p: ResNet50Params) -> str:
     return {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16"}[p.precision]
 
 
+def training_verdict(checks: dict, p: ResNet50Params) -> tuple[str | None, str | None]:
+    """`diverged` for a non-finite loss, `failed` for a model with the wrong parameter count."""
+    import math
+
+    first, last = checks.get("loss_first"), checks.get("loss_last")
+    if first is not None and last is not None and not (math.isfinite(first) and math.isfinite(last)):
+        return "diverged", f"non-finite loss: loss_first={first}, loss_last={last}"
+    count, expected = checks.get("model_parameters"), parameter_count(p.num_classes, p.model)
+    if count is not None and count != expected:
+        return "failed", f"wrong model: {count:,} trainable parameters, expected {expected:,} for {p.model}"
+    return None, None
+
+
 RESNET50_TRAIN = Workload(
     name="resnet50_train",
     description="ResNet-50 v1.5 training step (SGD with momentum) on synthetic on-device data; headline images/s",
@@ -101,4 +114,9 @@ RESNET50_TRAIN = Workload(
     flops_per_step=lambda p: train_flops_per_image(p.image_size, p.num_classes) * p.batch_size * p.grad_accum,
     items_per_step=lambda p: float(p.batch_size * p.grad_accum),
     peak_precision=_peak_precision,
+    verdict=training_verdict,
+    technique_baselines={"precision": "fp32", "execution": "eager", "recompute": "none",
+                         "memory_format": "channels_first"},
+    x_param="batch_size",
+    plots=("throughput_vs_x", "memory_vs_x"),
 )

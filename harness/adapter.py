@@ -1,0 +1,68 @@
+"""The seam between the core and a backend: what a backend hands the core, typed.
+
+A backend supplies two things per run, and nothing about the measurement itself:
+
+- a `Device` (from `Backend.open_device`): where the run is, how to wait for it, its memory peak;
+- a `Prepared` step (from the workload module's `prepare`): one call of `step()` is one unit of
+  the workload's work (one training step, one matrix product), plus the APIs it used and the
+  evidence (`checks`) read after the timed region.
+
+The core (harness.execute) times `step` with harness.measure, computes rates, FLOP/s, status and
+the record. See docs/architecture.md for the data flow and how to add a workload or a backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Protocol
+
+from harness.measure import Clock, Timing
+
+
+class Device(Protocol):
+    """A resolved device as one framework sees it."""
+
+    #: The neutral name the run used (`cpu`, `cuda:0`), never `auto`.
+    neutral: str
+
+    def identity(self) -> dict:
+        """`device`, `device_name`, `framework_version` and the framework side of `env`."""
+
+    def clock(self) -> tuple[Clock, str]:
+        """The clock that waits for this device before each read, and the API it waits with."""
+
+    def scope(self) -> ContextManager:
+        """A context the core enters around prepare and the timed loop (TensorFlow: tf.device)."""
+
+    def reset_peak(self) -> None:
+        """Start the allocator's peak over (before the first timed step)."""
+
+    def peak_allocated_bytes(self) -> int | None:
+        """The framework allocator's peak since reset_peak; None where the framework cannot say."""
+
+    def after_timing(self, step: Callable[[], Any], timing: Timing, params, ctx) -> dict:
+        """Extra `timing` fields measured after the timed region (e.g. a launch-bound probe); may be {}."""
+
+
+@dataclass
+class RunInputs:
+    """What `prepare` gets besides params and device: the seed, the backend's validated options, the context."""
+
+    seed: int
+    options: dict
+    ctx: Any
+
+
+@dataclass
+class Prepared:
+    """A built step, ready to be timed by the core.
+
+    `checks` and `timing_fields` are called after the timed region (so reading a loss as a number
+    never lands inside it); `close` frees what the step holds before the process reports.
+    """
+
+    step: Callable[[], Any]
+    api: dict[str, str]
+    checks: Callable[[], dict] = dict
+    timing_fields: Callable[[], dict] = dict
+    close: Callable[[], None] = lambda: None

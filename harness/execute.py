@@ -1,0 +1,166 @@
+"""One run, inside the worker: the core's half of the backend seam.
+
+The backend opens the device and prepares the step (harness.adapter); everything else is here,
+written once for every backend: the timed loop, rates and TFLOP/s, % of peak, telemetry, the
+status (out-of-memory through the backend's hook, the workload's verdict on its checks), and
+the record's fields.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+from harness import env as env_mod
+from harness import stats
+from harness.adapter import RunInputs
+from harness.backend import Backend, RunContext, available_backends
+from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult
+from harness.measure import run_timed
+from harness.peaks import pct_of_peak
+from harness.record import utc_now
+from harness.workloads import WORKLOADS
+
+
+def host_peak_rss_bytes() -> int | None:
+    """This process's peak resident set size (VmHWM), in bytes."""
+    try:
+        with open("/proc/self/status", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except Exception:
+        return None
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= 2000 else text[:2000] + " ..."
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), str(text))[:300]
+
+
+def classify(exc: BaseException, backend: Backend | None) -> tuple[str, str | None]:
+    """The status an exception means, and for `oom` the evidence that it was a memory failure."""
+    if isinstance(exc, Unsupported):
+        return "unsupported", None
+    if isinstance(exc, (OutOfMemory, MemoryError)):
+        return "oom", f"{type(exc).__name__}: {_first_line(exc)}"
+    if isinstance(exc, Diverged):
+        return "diverged", None
+    if isinstance(exc, WrongResult):
+        return "failed", None
+    try:
+        evidence = backend.out_of_memory(exc) if backend is not None else None
+    except Exception:  # noqa: BLE001 - a broken hook must not hide the original error
+        evidence = None
+    return ("oom", evidence) if evidence else ("failed", None)
+
+
+def summarize(samples: list[float], warnings: list[str]) -> dict:
+    """The headline's statistics from per-block samples, with the warnings they call for."""
+    summary = stats.summarize(samples)
+    if samples:
+        warnings.extend(summary.warnings)
+        change = stats.drift(samples)
+        if change is not None and change < -stats.DRIFT_WARN:
+            warnings.append(
+                f"rate fell {-change:.0%} from the first to the last timed block (first {samples[0]:.4g}, last "
+                f"{samples[-1]:.4g}): the device slowed while measured (throttling, or other load on the machine?)"
+            )
+    return dict(median=summary.median, iqr=summary.iqr, ci_low=summary.ci_low, ci_high=summary.ci_high, cv=summary.cv)
+
+
+def telemetry_fields(ctx: RunContext, median: float | None, warnings: list[str]) -> dict:
+    """NVML figures of the timed region: power, energy, clocks (with a throttling warning), memory used."""
+    telemetry = ctx.telemetry.figures() if ctx.telemetry is not None else {}
+    low, high = telemetry.get("sm_clock_min_mhz"), telemetry.get("sm_clock_max_mhz")
+    if low and high and low < 0.9 * high:
+        warnings.append(f"SM clock fell to {low} MHz during the timed region (max {high} MHz): throttling")
+    if telemetry.get("energy_j") and median:
+        timed = telemetry.get("timed_seconds") or 0
+        telemetry["per_joule"] = median * timed / telemetry["energy_j"] if timed else None  # images/J or TFLOP/J
+    return {"telemetry": telemetry, "energy_j": telemetry.get("energy_j"), "avg_power_w": telemetry.get("avg_power_w"),
+            "device_used_bytes": telemetry.get("device_used_bytes")}
+
+
+def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> None:
+    """Open the device, prepare the step, time it and fill `fields` with what was measured.
+
+    Raises whatever the backend raises; the fields known by then (the device's identity) stay.
+    """
+    workload = WORKLOADS[spec["workload"]]
+    params = workload.validate(spec["params"])
+    options = backend.validate_options(spec.get("options") or {})
+    threads = spec.get("cpu_threads") or {}
+    device = backend.open_device(spec.get("device") or "auto", threads)
+    fields.update(device.identity())
+    reason = backend.unsupported_reason(workload.name, params.model_dump(), device.neutral, options)
+    if reason:  # asked before the worker too, but then the device may have been `auto`
+        raise Unsupported(reason)
+    run = RunInputs(seed=int(spec.get("seed") or 0), options=options, ctx=ctx)
+    with device.scope():
+        prepared = backend.prepare(workload.name, params, device, run)
+        try:
+            work = workload.headline_per_step(params)
+            clock, sync_api = device.clock()
+            device.reset_peak()
+            timing = run_timed(prepared.step, clock, spec.get("measure") or {}, work_per_step=work,
+                               telemetry=ctx.telemetry_for(device.neutral))
+            fields["peak_allocated_bytes"] = device.peak_allocated_bytes()
+            checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
+            extra = {**prepared.timing_fields(), **device.after_timing(prepared.step, timing, params, ctx)}
+        finally:
+            prepared.close()
+    samples = timing.rates(work)
+    warnings = ctx.warnings
+    fields.update(summarize(samples, warnings))
+    fields.update(api={**prepared.api, "sync": sync_api}, samples=samples, step_time_s=timing.step_time_s(),
+                  first_step_s=timing.first_step_s, checks=checks, timing=timing.fields(**extra))
+    median = fields["median"]
+    if workload.metric == "tflops":
+        fields["tflops"] = median
+    elif median is not None and workload.flops_per_step(params):
+        fields["tflops"] = median * workload.flops_per_step(params) / workload.items_per_step(params) / 1e12
+    fields["pct_of_peak"] = pct_of_peak(fields.get("tflops"), fields.get("device_name"), workload.peak_precision(params))
+    fields.update(telemetry_fields(ctx, median, warnings))
+    status, error = workload.verdict(checks, params)
+    fields["status"] = status or "ok"
+    if error:
+        fields["error"] = error
+
+
+def execute(spec: dict) -> dict:
+    """Run one spec in this process; return the record fields the worker knows (never raises)."""
+    started = time.perf_counter()
+    fields: dict = {"started_at": utc_now()}
+    backend = None
+    ctx = RunContext()
+    try:
+        backend = available_backends()[spec["backend"]]
+        measure_run(backend, spec, ctx, fields)
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a status
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        fields["status"], evidence = classify(exc, backend)
+        fields["error"] = _error_text(exc)
+        if evidence:
+            fields["oom_evidence"] = evidence
+            if not isinstance(exc, (OutOfMemory, MemoryError)):
+                fields["error"] += f" [counted as out-of-memory: {evidence}]"
+        if fields["status"] == "failed":
+            fields["traceback"] = traceback.format_exc(limit=20)[-4000:]
+    fields["warnings"] = list(ctx.warnings)
+    fields["host_peak_rss_bytes"] = host_peak_rss_bytes()
+    framework_env = fields.pop("env", None) or {}
+    fields["env"] = {**env_mod.capture(), "framework": framework_env}
+    fields["duration_s"] = time.perf_counter() - started
+    return fields
