@@ -147,7 +147,8 @@ DATASHEETS: tuple[Sheet, ...] = (
           fp32=91.6, tf32=183.0, bf16=362.0, fp16=362.0, memory_gb=48, bandwidth_gbs=864,
           source=L40S_DS, sm_count=142, cuda_cores=18176),
     # L4: FP32 30.3; TF32 120*; BF16 242*; FP16 242* -> 60 / 121 dense. 24 GB GDDR6, 300 GB/s.
-    # SM count left None: the sheet's core and RT-core counts disagree (7,424 cores = 58 SMs, 60 RT cores).
+    # SM count left None, not confirmed: 7,424 CUDA cores would make 58 SMs, but the copy of the sheet
+    # read for this lists 60 RT cores (one per SM on Ada), which disagrees.
     Sheet("L4", (r"L4",),
           fp32=30.3, tf32=60.0, bf16=121.0, fp16=121.0, memory_gb=24, bandwidth_gbs=300,
           source=L4_DS, cuda_cores=7424),
