@@ -109,6 +109,7 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
     run = RunInputs(seed=int(spec.get("seed") or 0), options=options, ctx=ctx)
     with device.scope():
         prepared = backend.prepare(workload.name, params, device, run)
+        fields["env"] = device.identity()["env"]  # again: the settings prepare put in force (TF32, threads)
         try:
             work = workload.headline_per_step(params)
             clock, sync_api = device.clock()

@@ -25,6 +25,9 @@ CONSTRAINTS="$ROOT/constraints/$PAIR.txt"
 PYTHON=${PYTHON:-python3}
 # The framework packages; their versions are pinned in the constraints file.
 FRAMEWORKS="torch torchvision tensorflow-cpu keras"
+# TF 2.16+ builds Keras 2 models from the separate tf_keras package (options: {tensorflow: {keras: tf_keras}});
+# TF 2.12 bundles Keras 2 as tf.keras.
+[ "$PAIR" = current ] && FRAMEWORKS="$FRAMEWORKS tf_keras"
 
 mkdir -p "$ENV_DIR"
 ENV_DIR=$(cd "$ENV_DIR" && pwd)
@@ -43,7 +46,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 print(f"harness env ({sys.argv[1]}): {sys.prefix}")
 print(f"  python {sys.version.split()[0]}")
-for name in ("torch", "torchvision", "tensorflow-cpu", "keras", "numpy", "harness"):
+for name in ("torch", "torchvision", "tensorflow-cpu", "keras", "tf_keras", "numpy", "harness"):
     try:
         print(f"  {name} {version(name)}")
     except PackageNotFoundError:
@@ -94,7 +97,7 @@ for line in open(sys.argv[1], encoding="utf-8"):
     if m:
         pins[m.group(1).lower().replace("_", "-")] = m.group(2)
 bad = []
-for name in ("torch", "torchvision", "tensorflow-cpu", "keras", "numpy"):
+for name in ("torch", "torchvision", "tensorflow-cpu", "keras", "tf-keras", "numpy"):
     if name in pins and version(name).split("+")[0] != pins[name]:
         bad.append(f"{name} {version(name)} (pinned {pins[name]})")
 if bad:

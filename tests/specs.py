@@ -20,3 +20,14 @@ def backend_spec(backend: str, workload: str, params: dict, measure: dict, *, de
         seed=seed,
         options=dict(options or {}),
     ).to_dict()
+
+
+def run_backend(backend, spec: dict, ctx=None) -> dict:
+    """Run a spec through the core's half of the seam in this process, as the worker does; the record
+    fields measured. Raises what the backend raised (Unsupported, an out-of-memory error...)."""
+    from harness.backend import RunContext
+    from harness.execute import measure_run
+
+    fields: dict = {}
+    measure_run(backend, spec, ctx if ctx is not None else RunContext(), fields)
+    return fields

@@ -1,7 +1,7 @@
 """The TensorFlow backend, run in-process on the CPU with tiny sizes (64x64 images, batch 2, 1-2 steps).
 
-Each test calls TensorFlowBackend().execute(spec, RunContext()) as the worker does, with a spec shaped
-as docs/architecture.md says. First steps of tf.function (~5-15 s) and XLA (~10-30 s) dominate.
+Each test runs a spec through harness.execute.measure_run (tests.specs.run_backend) as the worker does,
+with a spec shaped as docs/architecture.md says. First steps of tf.function (~5-15 s) and XLA (~10-30 s) dominate.
 
 TensorFlow is imported by the tests, never when this file is collected: importing triton (which
 torchvision pulls in through torch._dynamo) after TensorFlow 2.21 segfaults the process, and
@@ -26,7 +26,7 @@ if importlib.util.find_spec("tensorflow") is None:
 from harness.backend import RunContext  # noqa: E402
 from harness.errors import Unsupported  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
-from tests.specs import backend_spec  # noqa: E402
+from tests.specs import backend_spec, run_backend  # noqa: E402
 
 from backends.tensorflow import TensorFlowBackend, compat  # noqa: E402  (neither imports tensorflow)
 from backends.tensorflow import gemm as tf_gemm  # noqa: E402
@@ -44,12 +44,12 @@ def make_spec(workload: str, params: dict, *, measure: dict | None = None, devic
     return backend_spec("tensorflow", workload, params, measure or TWO_BLOCKS, device=device, seed=seed)
 
 
-def execute(spec: dict) -> dict:
-    return TensorFlowBackend().execute(spec, RunContext())
+def execute(spec: dict, ctx: RunContext | None = None) -> dict:
+    return run_backend(TensorFlowBackend(), spec, ctx)
 
 
-def train(measure: dict | None = None, **params) -> dict:
-    return execute(make_spec("resnet50_train", {**SMALL_TRAINING, **params}, measure=measure))
+def train(measure: dict | None = None, ctx: RunContext | None = None, **params) -> dict:
+    return execute(make_spec("resnet50_train", {**SMALL_TRAINING, **params}, measure=measure), ctx)
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +81,44 @@ def test_backend_declares_its_names_and_techniques():
     assert backend.name == "tensorflow" and "tf" in backend.aliases
     assert backend.workloads["resnet50_train"]["recompute"] == ("none", "blocks")
     assert backend.unsupported_reason("gemm", {"precision": "tf32"}, "cpu").startswith("TF32")
+    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "cuda_graph", "compiled")
+    assert backend.validate_options({}) == {"keras": "auto"}
+    with pytest.raises(ValueError, match="keras"):
+        backend.validate_options({"keras": "keras4"})
+    with pytest.raises(ValueError, match="compile_mode: unknown option"):
+        backend.validate_options({"compile_mode": "default"})
 
 
-def test_tensorflow_oom_and_memory_error_are_classified_as_oom(tf):
+@pytest.mark.parametrize("workload", ["gemm", "resnet50_train"])
+def test_a_whole_step_cuda_graph_has_no_tensorflow_equivalent_and_says_so(workload):
+    reason = TensorFlowBackend().unsupported_reason(workload, {"execution": "cuda_graph"}, "cuda:0")
+    assert "no API that captures a whole training step in one CUDA graph" in reason and "compiled" in reason
+
+
+def test_the_keras_choice_is_checked_against_the_installed_tensorflow():
     backend = TensorFlowBackend()
-    assert backend.classify_error(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")) == "oom"
-    assert backend.classify_error(MemoryError()) == "oom"
-    assert backend.classify_error(RuntimeError("OOM when allocating tensor with shape[256,64,112,112]")) == "oom"
-    assert backend.classify_error(ValueError("shapes do not match")) is None
+    version = backend.framework_version()
+    modern = tuple(int(x) for x in version.split(".")[:2]) >= (2, 16)
+    keras3 = backend.unsupported_reason("resnet50_train", {}, "cpu", {"keras": "keras3"})
+    assert (keras3 is None) == modern, keras3
+    if not modern:
+        assert "Keras 3 needs TensorFlow 2.16+" in keras3
+        assert backend.keras_choice({"keras": "auto"}) == "tf_keras"
+    # tf_keras: TF_USE_LEGACY_KERAS=1 for a worker of TF 2.16+, which TF reads at import
+    env = backend.worker_env({"keras": "tf_keras"})
+    assert env.get("TF_USE_LEGACY_KERAS") == ("1" if modern else None)
+    assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    if modern:
+        assert backend.worker_env({"keras": "keras3"})["TF_USE_LEGACY_KERAS"] == "0"
+
+
+def test_tensorflow_oom_and_memory_error_are_out_of_memory_with_their_evidence(tf):
+    backend = TensorFlowBackend()
+    evidence = backend.out_of_memory(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor"))
+    assert evidence == "ResourceExhaustedError: OOM when allocating tensor"
+    assert backend.out_of_memory(MemoryError())
+    assert "OOM when allocating" in backend.out_of_memory(RuntimeError("OOM when allocating tensor with shape[256,64,112,112]"))
+    assert backend.out_of_memory(ValueError("shapes do not match")) is None
 
 
 def test_a_gpu_tensorflow_does_not_see_is_unsupported_and_auto_falls_back_to_the_cpu():
@@ -104,7 +134,7 @@ def test_a_gpu_tensorflow_does_not_see_is_unsupported_and_auto_falls_back_to_the
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
 def test_gemm_is_correct_on_the_cpu(precision):
     result = execute(make_spec("gemm", {"m": 96, "n": 64, "k": 80, "batch": 2, "precision": precision}))
-    assert "status" not in result, result.get("error")
+    assert result["status"] == "ok", result.get("error")
     assert result["checks"]["correct"] is True
     assert result["checks"]["max_rel_error"] <= result["checks"]["tolerance"]
     assert len(result["samples"]) == 2 and all(s > 0 for s in result["samples"])
@@ -115,9 +145,11 @@ def test_gemm_is_correct_on_the_cpu(precision):
 
 
 def test_gemm_tf32_on_the_cpu_is_unsupported_with_a_reason_naming_the_resolved_device():
-    with pytest.raises(Unsupported, match="TF32 is a tensor-core format") as raised:
-        execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto"))
-    assert raised.value.partial["device"] == "cpu"  # the worker records `cpu`, not `auto`
+    from harness.execute import execute as worker_execute
+
+    fields = worker_execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto"))
+    assert fields["status"] == "unsupported" and "TF32 is a tensor-core format" in fields["error"]
+    assert fields["device"] == "cpu"  # the worker records `cpu`, not `auto`
 
 
 def test_gemm_with_a_corrupted_product_is_failed_and_keeps_its_figures(monkeypatch, tf):
@@ -136,8 +168,8 @@ def test_gemm_execution_modes_each_name_their_api_and_trace_once():
         assert result["checks"]["correct"] is True
         apis[execution] = result["api"]["execution"]
         assert result["timing"]["traces"] == (None if execution == "eager" else 1)
-    assert apis["graph"] == "tf.function(jit_compile=False)"
-    assert apis["compiled"] == "tf.function(jit_compile=True)"
+    assert apis["graph"].startswith("tf.function(jit_compile=False)")
+    assert apis["compiled"].startswith("tf.function(jit_compile=True)")
     assert apis["eager"].startswith("eager: plain Python step")
 
 
@@ -235,7 +267,7 @@ def test_keras_resnet50_v1_build_is_keras_applications_with_its_own_count():
 
 def test_training_gives_finite_losses_one_sample_per_repeat_and_the_v1_5_count(eager_fp32_run):
     result = eager_fp32_run
-    assert "status" not in result, result.get("error")
+    assert result["status"] == "ok", result.get("error")
     checks = result["checks"]
     assert math.isfinite(checks["loss_first"]) and math.isfinite(checks["loss_last"])
     assert checks["model_parameters"] == 25_557_032
@@ -244,6 +276,8 @@ def test_training_gives_finite_losses_one_sample_per_repeat_and_the_v1_5_count(e
     assert result["tflops"] > 0 and result["first_step_s"] > 0
     assert result["api"]["memory_format"].startswith("keras data_format='channels_last'")
     assert result["env"]["keras"] == compat.keras_version()
+    assert result["api"]["keras"] == compat.keras_api()
+    assert result["env"]["threads"]["intra_op"] >= 0
 
 
 def test_channels_first_trains_the_same_network_or_is_unsupported_with_a_reason(eager_fp32_run):
@@ -252,10 +286,21 @@ def test_channels_first_trains_the_same_network_or_is_unsupported_with_a_reason(
     except Unsupported as exc:  # Keras 2 on the CPU: TF's NCHW max pool gives wrong values / has no gradient
         assert not compat.is_keras3() and "channels_first (NCHW)" in str(exc)
         return
-    assert "status" not in result, result.get("error")
+    assert result["status"] == "ok", result.get("error")
     assert result["api"]["memory_format"] == "keras data_format='channels_first'"
     # same seed, same weights, same images: the first loss matches the channels_last run's
     assert result["checks"]["loss_first"] == pytest.approx(eager_fp32_run["checks"]["loss_first"], rel=1e-4)
+
+
+def test_eager_training_says_it_is_a_debugging_mode_and_the_others_do_not():
+    from backends.tensorflow import EAGER_TRAINING
+
+    ctx = RunContext()
+    train(ctx=ctx, image_size=32, measure=ONE_BLOCK)
+    assert EAGER_TRAINING in ctx.warnings
+    ctx = RunContext()
+    train(ctx=ctx, image_size=32, measure=ONE_BLOCK, execution="graph")
+    assert EAGER_TRAINING not in ctx.warnings
 
 
 def test_training_execution_modes_name_different_apis_and_do_not_retrace(eager_fp32_run):
@@ -263,7 +308,7 @@ def test_training_execution_modes_name_different_apis_and_do_not_retrace(eager_f
     assert eager_fp32_run["timing"]["traces"] is None
     for execution in ("graph", "compiled"):
         result = train(execution=execution)
-        assert "status" not in result, result.get("error")
+        assert result["status"] == "ok", result.get("error")
         assert math.isfinite(result["checks"]["loss_last"])
         assert result["timing"]["traces"] == 1  # three calls, one trace
         apis[execution] = result["api"]["execution"]
@@ -279,7 +324,7 @@ def test_tf32_training_on_the_cpu_is_unsupported_with_a_reason():
 
 def test_amp_bf16_trains_under_the_mixed_bfloat16_policy_with_float32_logits():
     result = train(precision="amp_bf16", image_size=32, measure=ONE_BLOCK)
-    assert "status" not in result, result.get("error")
+    assert result["status"] == "ok", result.get("error")
     assert "mixed_bfloat16" in result["api"]["precision"]
     assert math.isfinite(result["checks"]["loss_first"])
 
@@ -302,7 +347,7 @@ def test_amp_fp16_scales_the_loss_through_a_loss_scale_optimizer(monkeypatch, tf
 
     monkeypatch.setattr(compat, "optimizer_update", spy)
     result = train(precision="amp_fp16", image_size=32, measure=ONE_BLOCK)
-    assert "status" not in result, result.get("error")
+    assert result["status"] == "ok", result.get("error")
     update = seen["update"]
     assert "LossScaleOptimizer" in type(update.optimizer).__name__
     assert seen["scaled"] == 2  # eager: once per step, first step and one timed step
@@ -318,7 +363,7 @@ def test_recompute_blocks_lowers_the_cpu_allocator_peak():
     peaks = {}
     for recompute in ("none", "blocks"):
         result = train(recompute=recompute, batch_size=4, image_size=160, measure=ONE_BLOCK)
-        assert "status" not in result, result.get("error")
+        assert result["status"] == "ok", result.get("error")
         peaks[recompute] = result["peak_allocated_bytes"]
         if recompute == "blocks":
             assert result["api"]["recompute"] == "tf.recompute_grad around each of the 16 bottleneck blocks"
@@ -327,13 +372,13 @@ def test_recompute_blocks_lowers_the_cpu_allocator_peak():
 
 def test_recompute_blocks_runs_inside_tf_function():
     result = train(recompute="blocks", execution="graph", image_size=32, measure=ONE_BLOCK)
-    assert "status" not in result, result.get("error")
+    assert result["status"] == "ok", result.get("error")
     assert result["timing"]["traces"] == 1
 
 
 def test_grad_accum_2_counts_twice_the_images_and_averages_the_gradients(eager_fp32_run):
     result = train(grad_accum=2)
-    assert "status" not in result, result.get("error")
+    assert result["status"] == "ok", result.get("error")
     assert result["timing"]["images_per_step"] == 4
     for rate, wall in zip(result["samples"], result["timing"]["block_wall_s"]):
         assert rate == pytest.approx(4 * result["timing"]["steps_per_block"] / wall)
@@ -357,7 +402,7 @@ def test_a_non_finite_loss_is_reported_as_diverged(monkeypatch):
 
 def test_keras_resnet50_v1_trains_and_recompute_on_it_is_unsupported():
     result = train(model="keras_resnet50_v1", image_size=32, measure=ONE_BLOCK)
-    assert "status" not in result, result.get("error")
+    assert result["status"] == "ok", result.get("error")
     assert result["checks"]["model_parameters"] == result["checks"]["model_parameters_expected"] == 25_583_592
     with pytest.raises(Unsupported, match="keras.applications.ResNet50"):
         train(model="keras_resnet50_v1", recompute="blocks")

@@ -22,7 +22,7 @@ pytest.importorskip("torchvision")
 from harness.backend import RunContext  # noqa: E402
 from harness.errors import OutOfMemory, Unsupported  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
-from tests.specs import backend_spec  # noqa: E402
+from tests.specs import backend_spec, run_backend  # noqa: E402
 
 from backends.torch import TorchBackend  # noqa: E402
 
@@ -65,7 +65,7 @@ def make_spec(workload: str, params: dict, measure: dict | None = None, *, devic
 
 
 def execute(spec: dict, ctx: RunContext | None = None) -> dict:
-    return TorchBackend().execute(spec, ctx if ctx is not None else RunContext())
+    return run_backend(TorchBackend(), spec, ctx)
 
 
 def resnet(measure=None, device="cpu", **params) -> dict:
@@ -87,17 +87,22 @@ def test_backend_declares_its_names_and_techniques():
     assert (backend.name, backend.aliases, backend.distributions) == ("torch", ("pytorch",), ("torch",))
     assert backend.workloads["gemm"]["precision"] == ("fp32", "tf32", "fp16", "bf16")
     assert backend.workloads["resnet50_train"]["recompute"] == ("none", "blocks")
-    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "compiled")
+    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "cuda_graph", "compiled")
     assert backend.installed()
+    assert backend.validate_options({}) == {"compile_mode": "default"}
+    with pytest.raises(ValueError, match="keras: unknown option"):
+        backend.validate_options({"keras": "tf_keras"})
 
 
 def test_known_impossible_combinations_are_refused_before_torch_is_imported():
     backend = TorchBackend()
     assert "TF32" in backend.unsupported_reason("gemm", {"precision": "tf32"}, "cpu")
-    assert "CUDA graph" in backend.unsupported_reason("gemm", {"execution": "graph"}, "cpu")
+    assert "CUDA graph" in backend.unsupported_reason("gemm", {"execution": "cuda_graph"}, "cpu")
     assert "GradScaler" in backend.unsupported_reason(
-        "resnet50_train", {"precision": "amp_fp16", "execution": "graph"}, "cuda:0"
+        "resnet50_train", {"precision": "amp_fp16", "execution": "cuda_graph"}, "cuda:0"
     )
+    assert "BatchNorm cannot train on a batch of one" in backend.unsupported_reason(
+        "resnet50_train", {"batch_size": 1}, "cpu")
     assert backend.unsupported_reason("gemm", {"precision": "tf32"}, "cuda:0") is None
 
 
@@ -146,9 +151,16 @@ def test_gemm_tf32_is_unsupported_on_cpu():
         execute(make_spec("gemm", {"size": 32, "precision": "tf32"}))
 
 
-def test_gemm_graph_is_unsupported_on_cpu():
+def test_gemm_cuda_graph_is_unsupported_on_cpu():
     with pytest.raises(Unsupported, match="CUDA graph"):
-        execute(make_spec("gemm", {"size": 32, "execution": "graph"}))
+        execute(make_spec("gemm", {"size": 32, "execution": "cuda_graph"}))
+
+
+@pytest.mark.parametrize("workload", ["gemm", "resnet50_train"])
+def test_torch_has_no_graph_mode_and_says_which_modes_cover_the_step(workload):
+    params = {"size": 32} if workload == "gemm" else TINY_RESNET
+    with pytest.raises(Unsupported, match="torch has no `graph` mode.*cuda_graph.*compiled"):
+        execute(make_spec(workload, {**params, "execution": "graph"}))
 
 
 def test_gemm_with_a_corrupted_product_fails_and_keeps_its_figures(monkeypatch):
@@ -156,15 +168,15 @@ def test_gemm_with_a_corrupted_product_fails_and_keeps_its_figures(monkeypatch):
 
     real = gemm.product
 
-    def corrupted(a, b, out=None):
-        return real(a, b, out=out).mul_(1.01)  # 1% off: far beyond fp32's 1e-4
+    def corrupted(a, b):
+        return real(a, b).mul_(1.01)  # 1% off: far beyond fp32's 1e-4
 
     monkeypatch.setattr(gemm, "product", corrupted)
     result = execute(make_spec("gemm", {"size": 64, "precision": "fp32"}))
     assert result["status"] == "failed"
     assert result["checks"]["correct"] is False
     assert result["error"].startswith("wrong result: max_rel_error ")
-    assert f"> tolerance {result['checks']['tolerance']:.3g}" in result["error"]
+    assert f"fp32 tolerance {result['checks']['tolerance']:.3g}" in result["error"]
     assert len(result["samples"]) == 2  # measured figures are kept
 
 
@@ -177,6 +189,7 @@ def test_gemm_compiled_runs_and_names_torch_compile_in_api():
     compiled = execute(make_spec("gemm", {"size": 32, "execution": "compiled"}))
     assert compiled["checks"]["correct"] is True
     assert compiled["api"]["execution"].startswith("torch.compile(mode=default)")
+    assert eager["checks"]["inputs_fingerprint"] == compiled["checks"]["inputs_fingerprint"]
     assert eager["api"]["execution"].startswith("eager")
     assert compiled["api"]["execution"] != eager["api"]["execution"]
 
@@ -266,16 +279,28 @@ def test_every_resnet_precision_runs_or_is_unsupported_with_a_reason(monkeypatch
     assert logits_dtypes and all(dtype == expected_dtype for dtype in logits_dtypes)
 
 
-def test_resnet_graph_is_unsupported_on_cpu():
+def test_resnet_cuda_graph_is_unsupported_on_cpu_even_when_auto_resolves_there():
     with pytest.raises(Unsupported, match="CUDA graph needs a CUDA GPU"):
-        execute(resnet(execution="graph"))
+        execute(resnet(execution="cuda_graph"))
+    if not HAS_CUDA:  # asked again in the worker once `auto` is the CPU
+        with pytest.raises(Unsupported, match="CUDA graph needs a CUDA GPU"):
+            execute(resnet(execution="cuda_graph", device="auto"))
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not COMPILE_WORKS, reason="torch.compile needs torch 2.1+ on Python 3.11+")
-def test_resnet_compiled_runs_through_torch_compile():
+def test_resnet_compiled_compiles_the_whole_step_with_the_optimizer(monkeypatch):
+    compiled = []
+    real = torch.compile
+
+    def spy(fn, *args, **kwargs):
+        compiled.append(fn.__name__)
+        return real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "compile", spy)
     result = execute(resnet(execution="compiled", measure=ONE_STEP))
-    assert result["api"]["execution"] == "torch.compile(mode=default)"
+    assert compiled == ["train_step"]  # the step (zero_grad, forward, loss, backward, optimizer.step), not the model
+    assert result["api"]["execution"].startswith("torch.compile(mode=default) of the whole step")
     assert math.isfinite(result["checks"]["loss_last"])
     assert result["first_step_s"] > result["step_time_s"]  # compilation lands in the first step
 
@@ -347,25 +372,26 @@ def test_keras_resnet50_v1_is_unsupported_on_torch():
         "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes",
     ],
 )
-def test_classify_error_maps_allocation_failures_to_oom(message):
-    assert TorchBackend().classify_error(RuntimeError(message)) == "oom"
+def test_allocation_failures_are_out_of_memory_with_their_evidence(message):
+    evidence = TorchBackend().out_of_memory(RuntimeError(message))
+    assert evidence and evidence.startswith("RuntimeError naming") and message.splitlines()[0][:40] in evidence
 
 
-def test_classify_error_maps_torch_and_host_oom_types():
+def test_torch_and_host_oom_types_are_out_of_memory():
     backend = TorchBackend()
-    assert backend.classify_error(torch.cuda.OutOfMemoryError("planted")) == "oom"
+    assert backend.out_of_memory(torch.cuda.OutOfMemoryError("planted")).endswith("planted")
     if hasattr(torch, "OutOfMemoryError"):
-        assert backend.classify_error(torch.OutOfMemoryError("planted")) == "oom"
-    assert backend.classify_error(MemoryError()) == "oom"
-    assert backend.classify_error(OutOfMemory("planted")) == "oom"
+        assert backend.out_of_memory(torch.OutOfMemoryError("planted"))
+    assert backend.out_of_memory(MemoryError())
+    assert backend.out_of_memory(OutOfMemory("planted"))
     try:  # torch.compile wraps the original error; the cause still counts
         try:
             raise RuntimeError("CUDA out of memory")
         except RuntimeError as inner:
             raise ValueError("backend compiler failed") from inner
     except ValueError as wrapped:
-        assert backend.classify_error(wrapped) == "oom"
-    assert backend.classify_error(RuntimeError("shape mismatch")) is None
+        assert "CUDA out of memory" in backend.out_of_memory(wrapped)
+    assert backend.out_of_memory(RuntimeError("shape mismatch")) is None
 
 
 # --- CUDA (skipped without a GPU) ----------------------------------------------------------------
@@ -374,7 +400,7 @@ def test_classify_error_maps_torch_and_host_oom_types():
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
-@pytest.mark.parametrize("execution", ["eager", "graph"])
+@pytest.mark.parametrize("execution", ["eager", "cuda_graph"])
 def test_gemm_on_cuda_is_correct_and_times_with_events(precision, execution):
     spec = make_spec("gemm", {"size": 512, "precision": precision, "execution": execution}, {"warmup": 2, "steps": 5, "repeats": 3}, device="cuda:0")
     try:
@@ -390,7 +416,7 @@ def test_gemm_on_cuda_is_correct_and_times_with_events(precision, execution):
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("execution", ["eager", "graph"])
+@pytest.mark.parametrize("execution", ["eager", "cuda_graph"])
 @pytest.mark.parametrize("precision", ["fp32", "amp_bf16", "amp_fp16"])
 def test_resnet_on_cuda_runs_each_execution_or_says_why(execution, precision):
     spec = resnet(precision=precision, execution=execution, memory_format="channels_last", device="cuda:0",
@@ -399,20 +425,20 @@ def test_resnet_on_cuda_runs_each_execution_or_says_why(execution, precision):
     try:
         result = execute(spec, ctx)
     except Unsupported as exc:
-        assert (execution, precision) == ("graph", "amp_fp16") and "GradScaler" in str(exc)
+        assert (execution, precision) == ("cuda_graph", "amp_fp16") and "GradScaler" in str(exc)
         return
     assert math.isfinite(result["checks"]["loss_first"]) and math.isfinite(result["checks"]["loss_last"])
     assert result["peak_allocated_bytes"] > 0
     timing = result["timing"]
     assert timing["device_busy_step_s"] > 0 and isinstance(timing["host_bound"], bool)
     assert any(w.startswith("launch-bound") for w in ctx.warnings) == timing["host_bound"]
-    assert result["api"]["execution"] == {"eager": "eager", "graph": "torch.cuda.CUDAGraph(whole step)"}[execution]
+    assert result["api"]["execution"].startswith({"eager": "eager", "cuda_graph": "torch.cuda.CUDAGraph"}[execution])
 
 
 @pytest.mark.gpu
 @needs_gpu
 def test_resnet_graph_with_recompute_and_grad_accum_runs_on_cuda():
-    spec = resnet(precision="amp_bf16", execution="graph", recompute="blocks", grad_accum=2, device="cuda:0",
+    spec = resnet(precision="amp_bf16", execution="cuda_graph", recompute="blocks", grad_accum=2, device="cuda:0",
                   measure={"warmup": 1, "steps": 2, "repeats": 2})
     result = execute(spec)
     assert math.isfinite(result["checks"]["loss_last"])

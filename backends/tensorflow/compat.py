@@ -30,6 +30,10 @@ def keras_version() -> str:
     """The version string of the Keras that `tf.keras` names."""
     keras = keras_module()
     version = getattr(keras, "__version__", None)
+    if version is None and str(getattr(keras, "__name__", "")).startswith("tf_keras"):
+        import tf_keras  # TF 2.16+ with TF_USE_LEGACY_KERAS=1: tf.keras is tf_keras's API module
+
+        version = tf_keras.__version__
     if version is None and hasattr(keras, "version"):
         version = keras.version()
     if version is None:  # Keras 2 inside TF 2.12-2.15 always has __version__; this is a last resort
@@ -121,17 +125,23 @@ class OptimizerUpdate:
     accumulate scaled gradients over micro-batches (the scale changes only inside `apply`).
     """
 
-    def __init__(self, optimizer, scale: Callable[[Any], Any], apply: Callable[[list, list], Any], api: str):
+    def __init__(self, optimizer, scale: Callable[[Any], Any] | None, apply: Callable[[list, list], Any], api: str):
         self.optimizer = optimizer
-        self.scale = scale
+        self.scale = scale or _unscaled
         self.apply = apply
         self.api = api
+
+
+def _unscaled(loss):
+    return loss
 
 
 def optimizer_update(optimizer, variables: list, *, loss_scaling: bool) -> OptimizerUpdate:
     """Wrap `optimizer` (dynamic loss scaling when asked) and build its slots for `variables` eagerly.
 
-    Building before the first tf.function trace keeps variable creation out of the traced step.
+    Building before the first tf.function trace keeps variable creation out of the traced step. The
+    step functions are named, never lambdas: autograph finds a lambda's source by its line, and two
+    lambdas on one line can swap (seen on TF 2.21: the scale call ran the apply lambda).
     """
     keras = keras_module()
     if is_keras3():
@@ -140,16 +150,17 @@ def optimizer_update(optimizer, variables: list, *, loss_scaling: bool) -> Optim
         if loss_scaling:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(variables)
+        def apply(grads, vars_):
+            return optimizer.apply(grads, vars_)
+
         if loss_scaling:
             return OptimizerUpdate(
                 optimizer,
                 optimizer.scale_loss,
-                lambda grads, vars_: optimizer.apply(grads, vars_),
+                apply,
                 "keras.optimizers.LossScaleOptimizer: scale_loss(loss); apply(grads, vars) unscales, skips non-finite",
             )
-        return OptimizerUpdate(
-            optimizer, lambda loss: loss, lambda grads, vars_: optimizer.apply(grads, vars_), "optimizer.apply(grads, vars)"
-        )
+        return OptimizerUpdate(optimizer, None, apply, "optimizer.apply(grads, vars)")
 
     # Keras 2 (TF 2.12-2.15): get_scaled_loss / get_unscaled_gradients, then apply_gradients, which
     # skips the step (and lowers the scale) when a gradient is not finite.
@@ -172,12 +183,10 @@ def optimizer_update(optimizer, variables: list, *, loss_scaling: bool) -> Optim
             "tf.keras.mixed_precision.LossScaleOptimizer: get_scaled_loss(loss); "
             "apply_gradients(get_unscaled_gradients(grads)) skips non-finite",
         )
-    return OptimizerUpdate(
-        optimizer,
-        lambda loss: loss,
-        lambda grads, vars_: optimizer.apply_gradients(zip(grads, vars_)),
-        "optimizer.apply_gradients(zip(grads, vars))",
-    )
+    def apply_plain(grads, vars_):
+        return optimizer.apply_gradients(zip(grads, vars_))
+
+    return OptimizerUpdate(optimizer, None, apply_plain, "optimizer.apply_gradients(zip(grads, vars))")
 
 
 def loss_scale_value(optimizer) -> float | None:

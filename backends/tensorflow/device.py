@@ -141,10 +141,13 @@ def set_threads(cpu_threads: dict) -> dict:
     0 is TensorFlow's "let the system choose"; the values in force are recorded either way.
     """
     tf = compat.tf_module()
-    if cpu_threads.get("intra_op"):
-        tf.config.threading.set_intra_op_parallelism_threads(int(cpu_threads["intra_op"]))
-    if cpu_threads.get("inter_op"):
-        tf.config.threading.set_inter_op_parallelism_threads(int(cpu_threads["inter_op"]))
+    try:
+        if cpu_threads.get("intra_op"):
+            tf.config.threading.set_intra_op_parallelism_threads(int(cpu_threads["intra_op"]))
+        if cpu_threads.get("inter_op"):
+            tf.config.threading.set_inter_op_parallelism_threads(int(cpu_threads["inter_op"]))
+    except RuntimeError:  # the runtime already started in this process (never in a fresh worker): keep its pools
+        pass
     return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 

@@ -35,6 +35,10 @@ NO_GRAPH_MODE = (
     "kernel by kernel without compiling it, as tf.function does; its whole-step modes are cuda_graph "
     "(capture once, replay) and compiled (torch.compile of the whole step)"
 )
+BATCH_OF_ONE = (
+    "torch's BatchNorm cannot train on a batch of one image (\"Expected more than 1 value per channel when "
+    "training\"): its batch statistics need at least 2 values per channel; use batch_size 2 or more"
+)
 KERAS_V1_ON_TORCH = (
     "model keras_resnet50_v1 is Keras's applications.ResNet50 (v1, conv bias); the torch backend builds "
     "only torchvision's ResNet-50 v1.5 (model: resnet50)"
@@ -93,6 +97,8 @@ class TorchBackend(Backend):
         if workload == "resnet50_train":
             if params.get("model") == "keras_resnet50_v1":
                 return KERAS_V1_ON_TORCH
+            if params.get("batch_size") == 1:
+                return BATCH_OF_ONE
             if execution == "cuda_graph" and params.get("precision") == "amp_fp16":
                 return GRAPH_WITH_GRAD_SCALER
         return None
