@@ -51,6 +51,8 @@ class RunInputs:
     seed: int
     options: dict
     ctx: Any
+    #: a capacity probe: build for the step's memory, skip autotuning sweeps (cuDNN benchmark mode)
+    probe: bool = False
 
 
 @dataclass

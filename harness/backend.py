@@ -115,8 +115,9 @@ class Backend:
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
         return None
 
-    def worker_env(self, options: dict) -> dict[str, str]:
-        """Environment variables the framework must read at import, for a worker running these options."""
+    def worker_env(self, options: dict, probe: bool = False) -> dict[str, str]:
+        """Environment variables the framework must read at import, for a worker running these options
+        (`probe`: a capacity probe, which skips autotuning sweeps)."""
         return {}
 
     # --- verbs run in the worker --------------------------------------------------------------------

@@ -4,36 +4,71 @@ Doubling from `start` until a probe runs out of memory (or `limit` is reached), 
 between the last batch that fit and the first that did not, each probe in its own worker process
 so an out-of-memory never leaks into the next probe. One result record per configuration, with
 metric `max_batch_size`; every probe is stored too (marked `probe_of`), so nothing measured is lost.
+
+A probe is cheap: the first step and one more, no warm-up, no telemetry, no launch probe, and no
+autotuning sweep (measure.probe tells the backend: cuDNN benchmark mode off, TF/XLA autotuning off).
+Its timeout follows the batch: the last fitting probe's time, scaled by the batch ratio, with room.
+A probe that times out is tried once more with twice the time; a second timeout counts as "does not
+fit" and the record says so. Near the memory limit cuDNN and cuBLAS may report an allocation they
+could not make as INTERNAL_ERROR or NOT_SUPPORTED: after a smaller batch has fit, such a failure
+counts as out of memory, with the error's first line kept as the evidence.
 """
 
 from __future__ import annotations
 
 import signal
+import time
 from dataclasses import replace
 
 from harness.plan import RunSpec, new_id, run_key
 from harness.record import blank_record, utc_now
 from harness.runner import Interrupted, Runner, SessionOutcome, trap_signals
 
-#: A probe runs one warm-up step and one timed step: enough for the optimizer state and the
-#: allocator's peak to appear, cheap enough to repeat a dozen times.
-PROBE_MEASURE = {"warmup": 1, "steps": 1, "repeats": 1, "min_time_s": None, "max_repeats": None, "target_ci_pct": None}
+#: A probe runs the first step and one timed step: enough for the optimizer state and the
+#: allocator's peak to appear (the second step is the first with momentum buffers), cheap enough to
+#: repeat a dozen times. `probe` tells the worker to skip telemetry, the launch probe and autotuning.
+PROBE_MEASURE = {"warmup": 0, "steps": 1, "repeats": 1, "processes": 1, "min_time_s": None, "max_repeats": None,
+                 "target_ci_pct": None, "probe": True}
+#: Seconds a probe gets beyond its scaled estimate (process start, imports, a compile that does not scale).
+PROBE_SLACK_S = 60.0
+#: Library errors that near the memory limit mean an allocation failed (after a smaller batch fit).
+EDGE_ERRORS = ("CUDNN_STATUS_INTERNAL_ERROR", "CUDNN_STATUS_NOT_SUPPORTED", "CUDNN_STATUS_EXECUTION_FAILED",
+               "CUBLAS_STATUS_INTERNAL_ERROR", "CUBLAS_STATUS_NOT_SUPPORTED", "CUBLAS_STATUS_EXECUTION_FAILED")
 
 
-def fits(record: dict) -> bool | None:
+def fits(record: dict, smaller_fit: bool = False) -> bool | None:
     """True if a probe trained, False if it ran out of memory, None if it failed otherwise.
 
     A worker killed by SIGKILL on the CPU is counted as out of memory: that is what the OS
-    out-of-memory killer sends (the record's note says so).
+    out-of-memory killer sends. After a smaller batch fit, a cuDNN/cuBLAS internal or
+    not-supported error is too (EDGE_ERRORS). A probe that timed out twice counts as not fitting.
+    Each such call is noted in the probe record's warnings.
     """
     status = record.get("status")
     if status == "ok":
         return True
-    if status == "oom":
+    if status == "oom" or record.get("timed_out_twice"):
         return False
-    if status == "failed" and "SIGKILL" in str(record.get("error")):
+    error = str(record.get("error"))
+    if status == "failed" and "SIGKILL" in error:
         return False
+    if status == "failed" and smaller_fit:
+        hit = next((e for e in EDGE_ERRORS if e in error), None)
+        if hit:
+            record.setdefault("warnings", []).append(
+                f"counted as out of memory: {hit} after a smaller batch fit (cuDNN/cuBLAS report allocation "
+                "failures at the memory limit this way)")
+            return False
     return None
+
+
+def probe_timeout(n: int, fitted: list[tuple[int, float]], ceiling: float) -> float:
+    """Seconds to give a probe of batch n: the largest fitting probe's time scaled by n over its batch,
+    twice over, plus slack; at most `ceiling` (the scenario's timeout); `ceiling` before any probe fit."""
+    if not fitted:
+        return ceiling
+    batch, seconds = max(fitted)
+    return min(ceiling, 2.0 * seconds * max(1.0, n / batch) + PROBE_SLACK_S)
 
 
 def search(probe, start: int = 1, limit: int = 65536, resolution: int = 1) -> tuple[int, int | None, list, str | None]:
@@ -101,16 +136,29 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
         capacity_id = new_id()
         runner.on_start(i, len(configs), replace(spec, params={**spec.params, "batch_size": "?"}))
         probes: list[dict] = []
+        fitted: list[tuple[int, float]] = []
+        ceiling = float(spec.measure.get("timeout_s") or 1800)
 
         def probe(n: int):
-            probe_spec = base.with_params(batch_size=n)
-            record = runner.execute(probe_spec)
-            record["probe_of"] = capacity_id
-            runner.store.add(record)
+            timeout = probe_timeout(n, fitted, ceiling)
+            record = _probe_once(runner, base, n, timeout, capacity_id)
+            if record.get("status") == "timeout":  # neither fits nor fails: once more, with twice the time
+                record["warnings"] = [*(record.get("warnings") or []), f"timed out after {timeout:.0f} s; tried again"]
+                runner.store.add(record)
+                retry = _probe_once(runner, base, n, 2 * timeout, capacity_id)
+                if retry.get("status") == "timeout":
+                    retry["timed_out_twice"] = True
+                    retry["warnings"] = [*(retry.get("warnings") or []), (
+                        f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]
+                record = retry
+            outcome_n = fits(record, smaller_fit=bool(fitted))
+            if outcome_n:
+                fitted.append((n, float(record.get("duration_s") or 0.0)))
             probes.append(record)
-            return fits(record)
+            runner.store.add(record)
+            return outcome_n
 
-        started = utc_now()
+        started, clock = utc_now(), time.perf_counter()
         static = runner.static_status(base)
         record = blank_record(replace(spec, run_id=capacity_id, run_key=key))
         record.update(started_at=started, metric="max_batch_size", unit="images")
@@ -118,32 +166,49 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
             record["status"], record["error"] = static
         else:
             best, first_bad, history, error = search(probe, start, limit, resolution)
-            last = next((p for p in reversed(probes) if fits(p)), None)
-            failing = next((p for p in probes if p["params"].get("batch_size") == first_bad), None)
+            search_s = time.perf_counter() - clock
+            last = next((p for p in reversed(probes) if p.get("status") == "ok"), None)
+            failing = next((p for p in reversed(probes) if p["params"].get("batch_size") == first_bad), None)
+            first = last or (probes[0] if probes else {})
             record.update(
                 status="ok" if error is None and best > 0 else "failed",
                 error=error if error else (None if best > 0 else f"batch_size={start} does not fit"),
                 median=float(best) if best else None,
                 samples=[float(best)] if best else [],
                 params={**spec.params, "batch_size": best or None},
-                device=(last or (probes[0] if probes else {})).get("device", spec.device),
-                device_name=(last or (probes[0] if probes else {})).get("device_name"),
-                framework_version=(last or (probes[0] if probes else {})).get("framework_version"),
+                device=first.get("device", spec.device),
+                device_name=first.get("device_name"),
+                framework_version=first.get("framework_version"),
                 api=(last or {}).get("api") or {},
                 peak_allocated_bytes=(last or {}).get("peak_allocated_bytes"),
+                device_used_bytes=(last or {}).get("device_used_bytes"),
                 host_peak_rss_bytes=(last or {}).get("host_peak_rss_bytes"),
-                env=(last or (probes[0] if probes else {})).get("env") or {},
+                env=first.get("env") or {},
                 checks={
-                    "probes": [[n, p.get("status")] for (n, _), p in zip(history, probes)],
+                    "probes": [[p["params"].get("batch_size"), p.get("status")] for p in probes],
                     "first_failing_batch_size": first_bad,
                     "failure": (failing or {}).get("error"),
+                    "failure_evidence": (failing or {}).get("oom_evidence") or (failing or {}).get("error"),
                     "search": f"doubling from {start}, then bisection to within {resolution}; limit {limit}",
                     "reached_limit": first_bad is None and best >= limit,
+                    "search_s": search_s,
+                    "probe_seconds": [p.get("duration_s") for p in probes],
                 },
-                duration_s=sum(p.get("duration_s") or 0 for p in probes),
+                duration_s=search_s,
+                warnings=sorted({w for p in probes for w in (p.get("warnings") or [])
+                                 if w.startswith(("counted as", "timed out"))}),
             )
-            if failing is not None and failing.get("status") == "failed":
-                record["warnings"] = ["a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)"]
+            if failing is not None and failing.get("status") == "failed" and "SIGKILL" in str(failing.get("error")):
+                record["warnings"].append("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")
         runner.store.add(record)
         outcome.records.append(record)
         runner.on_result(i, len(configs), record)
+
+
+def _probe_once(runner, base: RunSpec, n: int, timeout_s: float, capacity_id: str) -> dict:
+    """One probe of batch n in its own worker, bounded by timeout_s; its record (not yet stored)."""
+    probe_spec = base.with_params(batch_size=n)
+    probe_spec = replace(probe_spec, measure={**probe_spec.measure, "timeout_s": timeout_s})
+    record = runner.execute(probe_spec)
+    record["probe_of"] = capacity_id
+    return record

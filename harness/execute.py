@@ -106,7 +106,9 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
     reason = backend.unsupported_reason(workload.name, params.model_dump(), device.neutral, options)
     if reason:  # asked before the worker too, but then the device may have been `auto`
         raise Unsupported(reason)
-    run = RunInputs(seed=int(spec.get("seed") or 0), options=options, ctx=ctx)
+    measure = spec.get("measure") or {}
+    probe = bool(measure.get("probe"))  # a capacity probe: no telemetry, no launch probe, no autotuning
+    run = RunInputs(seed=int(spec.get("seed") or 0), options=options, ctx=ctx, probe=probe)
     with device.scope():
         prepared = backend.prepare(workload.name, params, device, run)
         fields["env"] = device.identity()["env"]  # again: the settings prepare put in force (TF32, threads)
@@ -114,11 +116,13 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
             work = workload.headline_per_step(params)
             clock, sync_api = device.clock()
             device.reset_peak()
-            timing = run_timed(prepared.step, clock, spec.get("measure") or {}, work_per_step=work,
-                               telemetry=ctx.telemetry_for(device.neutral))
+            timing = run_timed(prepared.step, clock, measure, work_per_step=work,
+                               telemetry=None if probe else ctx.telemetry_for(device.neutral))
             fields["peak_allocated_bytes"] = device.peak_allocated_bytes()
             checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
-            extra = {**prepared.timing_fields(), **device.after_timing(prepared.step, timing, params, ctx)}
+            extra = prepared.timing_fields()
+            if not probe:
+                extra.update(device.after_timing(prepared.step, timing, params, ctx))
         finally:
             prepared.close()
     samples = timing.rates(work)

@@ -21,6 +21,7 @@ _EXECUTION = ("eager", "graph", "cuda_graph", "compiled")
 #: friends, e.g. a GPU-to-host copy into memory that could not be allocated). GPU ones not yet seen here.
 _OOM_MESSAGES = (
     "OOM when allocating",
+    "RESOURCE_EXHAUSTED",
     "out of memory",
     "CUDA_ERROR_OUT_OF_MEMORY",
     "failed to allocate memory",
@@ -61,6 +62,9 @@ def _version_tuple(version: str | None) -> tuple[int, int]:
         return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
     except (IndexError, ValueError):
         return 0, 0
+
+#: oneDNN's words for an allocation that failed: read as out-of-memory only under --memory-limit.
+_ONEDNN_ALLOCATION = ("could not create a primitive", "could not allocate", "std::bad_alloc")
 
 
 class TensorFlowBackend(Backend):
@@ -120,11 +124,15 @@ class TensorFlowBackend(Backend):
                 return NO_TF_KERAS.format(version=version, minor=f"{major_minor[0]}.{major_minor[1]}")
         return None
 
-    def worker_env(self, options: dict) -> dict[str, str]:
+    def worker_env(self, options: dict, probe: bool = False) -> dict[str, str]:
         """Memory growth (else TF takes nearly all device memory and NVML's figure means nothing), quiet logs,
-        and the Keras choice, which TensorFlow reads once, at import (TF_USE_LEGACY_KERAS)."""
+        and the Keras choice, which TensorFlow reads once, at import (TF_USE_LEGACY_KERAS). A capacity probe
+        turns cuDNN and XLA autotuning off (TF_CUDNN_USE_AUTOTUNE=0, --xla_gpu_autotune_level=0)."""
         env = {"TF_FORCE_GPU_ALLOW_GROWTH": os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
                "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        if probe:
+            env["TF_CUDNN_USE_AUTOTUNE"] = "0"
+            env["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_autotune_level=0"]))
         if _version_tuple(self.framework_version()) >= (2, 16):
             env["TF_USE_LEGACY_KERAS"] = "1" if self.keras_choice(options) == "tf_keras" else "0"
         return env
@@ -145,6 +153,10 @@ class TensorFlowBackend(Backend):
             return f"{type(exc).__name__}: {first}"
         text = str(exc).lower()
         hit = next((m for m in _OOM_MESSAGES if m.lower() in text), None)
+        if hit is None and os.environ.get("HARNESS_MEMORY_LIMIT_BYTES"):
+            # under a host memory limit (--memory-limit), oneDNN reports a buffer it could not allocate
+            # as a primitive it could not create (AbortedError ... MklNativeConv2DBackpropFilter)
+            hit = next((m for m in _ONEDNN_ALLOCATION if m.lower() in text), None)
         return f"{type(exc).__name__} naming {hit!r}: {first}" if hit else None
 
 

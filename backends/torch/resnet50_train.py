@@ -58,7 +58,9 @@ def prepare(p, device, run) -> Prepared:
     # --- model, data, optimizer -----------------------------------------------------------------
     torch.manual_seed(run.seed)
     if dev.type == "cuda":
-        torch.backends.cudnn.benchmark = True
+        # autotuning sweeps every convolution's algorithms on the first step; a capacity probe skips it
+        torch.backends.cudnn.benchmark = not run.probe
+        api["cudnn"] = f"torch.backends.cudnn.benchmark={not run.probe}"
     model = torchvision.models.resnet50(weights=None, num_classes=p.num_classes)
     n_params = sum(t.numel() for t in model.parameters() if t.requires_grad)
     model = model.to(dev)

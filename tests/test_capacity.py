@@ -1,0 +1,120 @@
+"""The capacity search's own logic, with a scripted runner (no worker processes): probes, timeouts,
+memory-edge errors, and what the capacity record says. Real workers are in test_reliability.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import capacity
+from harness.capacity import fits, find_max_batch, probe_timeout
+from harness.plan import RunSpec
+
+
+class ScriptedRunner:
+    """Answers each probe from `script(batch, timeout_s)` -> (status, error); stores what it is given."""
+
+    def __init__(self, script):
+        self.script = script
+        self.stored: list[dict] = []
+        self.asked: list[tuple[int, float]] = []
+        self.store = self
+        self.on_start = lambda *a: None
+        self.on_result = lambda *a: None
+
+    def add(self, record):
+        self.stored.append(record)
+
+    def static_status(self, spec):
+        return None
+
+    def execute(self, spec: RunSpec) -> dict:
+        batch, timeout = spec.params["batch_size"], spec.measure["timeout_s"]
+        self.asked.append((batch, timeout))
+        assert spec.measure["probe"] is True and spec.measure["warmup"] == 0  # a cheap probe
+        status, error = self.script(batch, timeout)
+        return {"status": status, "error": error, "params": dict(spec.params), "duration_s": batch / 100,
+                "peak_allocated_bytes": batch * 1000 if status == "ok" else None, "device": "cuda:0",
+                "warnings": [], "api": {"execution": "eager"}}
+
+
+def spec(timeout_s=600.0) -> RunSpec:
+    return RunSpec(run_id="r", session_id="s", run_key="k", scenario="cap", workload="resnet50_train",
+                   backend="torch", device="cuda:0", params={"batch_size": 256, "precision": "amp_bf16"},
+                   measure={"timeout_s": timeout_s, "warmup": 10, "steps": 50, "repeats": 5}, seed=0)
+
+
+def search(script, **settings):
+    runner = ScriptedRunner(script)
+    outcome = find_max_batch(runner, [spec()], **settings)
+    (record,) = outcome.records
+    return runner, record
+
+
+def test_a_probe_timeout_follows_the_batch_from_the_fitting_probes():
+    assert probe_timeout(512, [], ceiling=600) == 600  # nothing known yet: the scenario's timeout
+    assert probe_timeout(512, [(256, 20.0)], ceiling=600) == pytest.approx(2 * 20 * 2 + capacity.PROBE_SLACK_S)
+    assert probe_timeout(512, [(128, 5.0), (256, 20.0)], ceiling=600) == pytest.approx(140.0)  # the largest fit
+    assert probe_timeout(8192, [(256, 20.0)], ceiling=600) == 600  # never beyond the scenario's
+
+
+def test_memory_edge_errors_count_as_out_of_memory_only_after_a_smaller_batch_fit():
+    edge = {"status": "failed", "error": "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"}
+    assert fits(dict(edge), smaller_fit=False) is None  # at the start it may be a real error
+    record = dict(edge)
+    assert fits(record, smaller_fit=True) is False
+    assert "counted as out of memory: CUDNN_STATUS_NOT_SUPPORTED" in record["warnings"][0]
+    assert fits({"status": "failed", "error": "ValueError: shapes"}, smaller_fit=True) is None
+
+
+def test_the_search_finds_the_limit_and_records_its_time_peak_and_evidence():
+    def script(batch, timeout):
+        return ("ok", None) if batch <= 1000 else ("oom", "OutOfMemoryError: CUDA out of memory")
+
+    runner, record = search(script, start=256, limit=16384, resolution=64)
+    assert record["status"] == "ok" and 1000 - 64 <= record["median"] <= 1000
+    assert record["peak_allocated_bytes"] == int(record["median"]) * 1000  # the largest fitting probe's
+    assert record["checks"]["search_s"] >= 0 and record["duration_s"] == record["checks"]["search_s"]
+    assert record["checks"]["failure_evidence"].startswith("OutOfMemoryError")
+    probes = [r for r in runner.stored if r.get("probe_of")]
+    assert len(probes) == len(record["checks"]["probes"])
+    assert [b for b, _ in runner.asked][:3] == [256, 512, 1024]
+
+
+def test_a_probe_that_times_out_is_tried_once_more_with_twice_the_time():
+    tries = {}
+
+    def script(batch, timeout):
+        tries[batch] = tries.get(batch, 0) + 1
+        if batch == 512 and tries[batch] == 1:
+            return "timeout", "no result within the timeout"
+        return ("ok", None) if batch <= 600 else ("oom", "CUDA out of memory")
+
+    runner, record = search(script, start=256, limit=4096, resolution=32)
+    timeouts = [t for b, t in runner.asked if b == 512]
+    assert len(timeouts) == 2 and timeouts[1] == pytest.approx(2 * timeouts[0])
+    assert record["status"] == "ok" and 600 - 32 <= record["median"] <= 600  # the search went on
+    stored_512 = [r for r in runner.stored if r.get("probe_of") and r["params"]["batch_size"] == 512]
+    assert [r["status"] for r in stored_512] == ["timeout", "ok"]  # both kept
+
+
+def test_a_probe_that_times_out_twice_counts_as_not_fitting_and_says_so():
+    def script(batch, timeout):
+        if batch >= 1024:
+            return "timeout", "no result within the timeout"
+        return "ok", None
+
+    runner, record = search(script, start=256, limit=4096, resolution=256)
+    assert record["status"] == "ok" and record["median"] == 768
+    assert record["checks"]["first_failing_batch_size"] == 1024
+    assert any("timed out twice" in w and "counted as not fitting" in w for w in record["warnings"])
+
+
+def test_a_cudnn_error_at_the_edge_does_not_stop_the_search():
+    def script(batch, timeout):
+        if batch <= 700:
+            return "ok", None
+        return "failed", "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"
+
+    _, record = search(script, start=256, limit=8192, resolution=16)
+    assert record["status"] == "ok" and 700 - 16 <= record["median"] <= 700
+    assert any("CUDNN_STATUS_INTERNAL_ERROR after a smaller batch fit" in w for w in record["warnings"])
