@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The releases harness supports (DESIGN.md): torch 2.0-2.14, TensorFlow 2.12-2.21.
+#: The releases harness supports (docs/compat.md): torch 2.0-2.14, TensorFlow 2.12-2.21.
 TORCH_RANGE = ((2, 0), (2, 14))
 TF_RANGE = ((2, 12), (2, 21))
 
@@ -239,7 +239,7 @@ def test_tensorflow_compat_branches_match_the_installed_tensorflow():
     assert facts["var_after_step"] == pytest.approx(0.8)
     # tf.test.experimental.sync_devices exists from TF 2.12, the oldest supported
     assert facts["sync_api"] == "tf.test.experimental.sync_devices()"
-    # get_memory_info answers for CPU:0 in TF 2.12 and 2.21 (REFERENCE.md)
+    # get_memory_info answers for CPU:0 in TF 2.12 and 2.21 (seen on both)
     assert isinstance(facts["cpu_peak"], int)
 
 

@@ -18,7 +18,7 @@ _EXECUTION = ("eager", "graph", "cuda_graph", "compiled")
 
 #: Messages of allocation failures that torch does not raise as OutOfMemoryError. cuDNN and cuBLAS
 #: report a failed workspace allocation near the memory limit as an internal/alloc error
-#: (REFERENCE.md: ResNet-50 under bf16 autocast failed with CUDNN_STATUS_INTERNAL_ERROR).
+#: (on an H200, ResNet-50 under bf16 autocast failed near the limit with CUDNN_STATUS_INTERNAL_ERROR).
 OOM_MESSAGES = (
     "CUDA out of memory",
     "CUDA error: out of memory",
