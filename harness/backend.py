@@ -203,7 +203,3 @@ def resolve_backend_name(name: str, field: str = "backends") -> str:
     broken = f" (failed to load: {', '.join(sorted(BROKEN))})" if BROKEN else ""
     raise InputError(f"unknown backend {name!r}: expected one of {', '.join(known)}{broken}", field=field)
 
-
-def get_backend(name: str) -> Backend:
-    """The backend registered under `name` or one of its aliases; InputError if none."""
-    return available_backends()[resolve_backend_name(name)]

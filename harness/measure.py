@@ -97,8 +97,10 @@ class Timing:
 
 
 def measure_settings(measure: dict) -> dict:
-    """Fill the defaults of a `measure:` block (the scenario schema has the same defaults)."""
-    out = {"warmup": 10, "steps": 50, "repeats": 5, "min_time_s": None, "max_repeats": None, "target_ci_pct": None}
+    """Fill the defaults of a `measure:` block from the scenario schema (harness.scenario.Measure)."""
+    from harness.scenario import Measure
+
+    out = Measure().model_dump()
     out.update({k: v for k, v in measure.items() if v is not None or k not in out})
     return out
 
