@@ -17,7 +17,7 @@ from harness.adapter import RunInputs
 from harness.backend import Backend, RunContext, available_backends
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult
 from harness.measure import run_timed
-from harness.peaks import pct_of_peak
+from harness.peaks import pct_of_peak, unknown_device_warning
 from harness.record import utc_now
 from harness.workloads import WORKLOADS
 
@@ -92,6 +92,17 @@ def telemetry_fields(ctx: RunContext, median: float | None, warnings: list[str])
             "device_used_bytes": telemetry.get("device_used_bytes")}
 
 
+def gpu_size(neutral: str, framework_env: dict) -> dict:
+    """The GPU's memory and SM count (tell datasheet variants apart): from the framework, else NVML."""
+    memory, sms = framework_env.get("gpu_memory_bytes"), framework_env.get("gpu_multiprocessors")
+    if memory is None:
+        from harness import nvml
+
+        index = nvml.nvml_index(int(neutral.split(":", 1)[1]))
+        memory = next((g["memory_total_bytes"] for g in nvml.gpus() if g["index"] == index), None)
+    return {"memory_bytes": memory, "sm_count": sms}
+
+
 def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> None:
     """Open the device, prepare the step, time it and fill `fields` with what was measured.
 
@@ -135,7 +146,13 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
         fields["tflops"] = median
     elif median is not None and workload.flops_per_step(params):
         fields["tflops"] = median * workload.flops_per_step(params) / workload.items_per_step(params) / 1e12
-    fields["pct_of_peak"] = pct_of_peak(fields.get("tflops"), fields.get("device_name"), workload.peak_precision(params))
+    precision = workload.peak_precision(params)
+    if device.neutral.startswith("cuda:"):  # a datasheet peak is a GPU's; the CPU has none to miss
+        size = gpu_size(device.neutral, fields.get("env") or {})
+        fields["pct_of_peak"] = pct_of_peak(fields.get("tflops"), fields.get("device_name"), precision, **size)
+        missing = unknown_device_warning(fields.get("device_name"), precision=precision, **size)
+        if missing:
+            warnings.append(missing)
     fields.update(telemetry_fields(ctx, median, warnings))
     status, error = workload.verdict(checks, params)
     fields["status"] = status or "ok"
