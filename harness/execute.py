@@ -92,6 +92,25 @@ def telemetry_fields(ctx: RunContext, median: float | None, warnings: list[str])
             "device_used_bytes": telemetry.get("device_used_bytes")}
 
 
+def progress_writer():
+    """Progress events as JSON lines appended to $HARNESS_PROGRESS_FILE (the runner reads them); None without it."""
+    import json
+    import os
+
+    path = os.environ.get("HARNESS_PROGRESS_FILE")
+    if not path:
+        return None
+
+    def write(phase: str, **figures) -> None:
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"phase": phase, "t": time.time(), **figures}) + "\n")
+        except OSError:  # progress is a courtesy: never let it fail a run
+            pass
+
+    return write
+
+
 def gpu_size(neutral: str, framework_env: dict) -> dict:
     """The GPU's memory and SM count (tell datasheet variants apart): from the framework, else NVML."""
     memory, sms = framework_env.get("gpu_memory_bytes"), framework_env.get("gpu_multiprocessors")
@@ -128,7 +147,8 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
             clock, sync_api = device.clock()
             device.reset_peak()
             timing = run_timed(prepared.step, clock, measure, work_per_step=work,
-                               telemetry=None if probe else ctx.telemetry_for(device.neutral))
+                               telemetry=None if probe else ctx.telemetry_for(device.neutral),
+                               progress=progress_writer())
             fields["peak_allocated_bytes"] = device.peak_allocated_bytes()
             checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
             extra = prepared.timing_fields()

@@ -112,6 +112,7 @@ def run_timed(
     *,
     work_per_step: float = 1.0,
     telemetry: Telemetry | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> Timing:
     """Time `step` as the measure block asks.
 
@@ -120,7 +121,11 @@ def run_timed(
     blocks run; with `min_time_s` or `target_ci_pct`, blocks go on until the timed total reaches
     min_time_s and the CI half-width of the median rate falls to target_ci_pct, or until
     `max_repeats` blocks (default 10 x repeats). The reason the loop ended is recorded.
+    `progress(phase, **figures)` hears of each phase between device synchronizations (never inside
+    a timed block): `first_step` (starting), `warmup` (with first_step_s), `block` (block i of
+    repeats, the rate so far), so a parent can show where a long run is.
     """
+    report = progress or (lambda phase, **figures: None)
     cfg = measure_settings(measure)
     repeats = int(cfg["repeats"])
     steps = int(cfg["steps"])
@@ -130,10 +135,12 @@ def run_timed(
     max_repeats = int(cfg.get("max_repeats") or (10 * repeats if adaptive else repeats))
     max_repeats = max(max_repeats, repeats)
 
+    report("first_step", steps=steps, repeats=repeats, warmup=int(cfg["warmup"]))
     token = clock.start()
     step()
     first = clock.stop(token).wall_s
 
+    report("warmup", first_step_s=first, warmup=int(cfg["warmup"]))
     for _ in range(int(cfg["warmup"])):
         step()
     clock.sync()
@@ -148,6 +155,8 @@ def run_timed(
                 step()
             timing.blocks.append(clock.stop(token))
             n = len(timing.blocks)
+            report("block", block=n, repeats=repeats, max_repeats=max_repeats, block_s=timing.blocks[-1].wall_s,
+                   rate=stats.median(timing.rates(work_per_step)))
             if n < repeats:
                 continue
             if not adaptive:

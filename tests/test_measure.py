@@ -86,3 +86,18 @@ def test_the_scenario_schema_refuses_empty_measurements(bad, write_scenario):
 
     with pytest.raises(InputError):
         load_scenario(write_scenario({"name": "m", "workload": "gemm", "params": {"size": 8}, "measure": bad}))
+
+
+def test_progress_hears_each_phase_and_the_rate_so_far():
+    from harness import stats
+    from harness.measure import WallClock
+
+    events = []
+    timing = run_timed(lambda: None, WallClock(), {"warmup": 2, "steps": 3, "repeats": 4},
+                       progress=lambda phase, **figures: events.append((phase, figures)))
+    assert [phase for phase, _ in events] == ["first_step", "warmup", "block", "block", "block", "block"]
+    assert events[1][1]["first_step_s"] == timing.first_step_s
+    blocks = [figures for phase, figures in events if phase == "block"]
+    assert [b["block"] for b in blocks] == [1, 2, 3, 4] and all(b["repeats"] == 4 for b in blocks)
+    assert blocks[-1]["rate"] == pytest.approx(stats.median(timing.rates(1.0)))
+    assert blocks[0]["block_s"] == timing.wall_s[0]
