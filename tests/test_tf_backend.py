@@ -406,3 +406,23 @@ def test_keras_resnet50_v1_trains_and_recompute_on_it_is_unsupported():
     assert result["checks"]["model_parameters"] == result["checks"]["model_parameters_expected"] == 25_583_592
     with pytest.raises(Unsupported, match="keras.applications.ResNet50"):
         train(model="keras_resnet50_v1", recompute="blocks")
+
+
+# --- the hand-written yardstick ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("execution", ["graph", "compiled"])
+def test_tf_handloop_benchmark_trains_the_same_model_without_harness(execution):
+    script = ROOT / "benchmarks" / "tf_resnet50_handloop.py"
+    code = (
+        "import runpy, sys; sys.argv = sys.argv[1:];"
+        "runpy.run_path(sys.argv[0], run_name='__main__');"
+        "assert not any(m == 'harness' or m.startswith('harness.') for m in sys.modules), 'harness imported'"
+    )
+    args = [str(script), "--device", "/CPU:0", "--batch-size", "2", "--image-size", "32", "--steps", "1",
+            "--warmup", "0", "--repeats", "2", "--precision", "fp32", "--execution", execution]
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["trainable_parameters"] == 25_557_032  # the same ResNet-50 v1.5 as harness builds
+    assert report["images_per_s"] > 0 and len(report["samples"]) == 2 and math.isfinite(report["loss_last"])
