@@ -1,14 +1,23 @@
 """Comparison of stored results: is A faster than B, by how much, and how sure are we.
 
 Pure functions over result records (dicts, or the DataFrame `harness.load_results` gives). Records
-are matched on every identifying field except the ones compared, so only the compared field
-differs; repeated runs of one configuration are pooled.
+are matched on every identifying field except the ones compared (a backend's non-default options
+included), so only the compared field differs.
+
+Each record is one worker process, and a process is the unit of the comparison: it gives one
+sample, its median over its timed blocks. Blocks inside one process share its allocator state,
+clocks, autotuning and placement, so they say how steady that process was and nothing about the
+next one; pooling them as independent samples made two runs of one configuration "differ" at
+p = 0.008. The ratio's CI is a bootstrap over processes, the test a Mann-Whitney U over process
+medians, and a verdict needs enough processes per side, p < alpha, a CI that excludes 1 and a
+change of at least the minimum effect (README, "Statistics").
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -37,14 +46,71 @@ def technique_baselines() -> dict:
 
 
 def _canonical_backend(name: str) -> str:
+    """The canonical spelling of a backend or backend variant (`tf[keras=keras3]` -> `tensorflow[keras=keras3]`)."""
     from harness.backend import backend_names
 
-    return backend_names().get(name.strip().lower(), name)
+    name = name.strip()
+    head, bracket, rest = name.partition("[")
+    return backend_names().get(head.strip().lower(), head.strip()) + (bracket + rest if bracket else "")
 
-#: A difference is significant when the Mann-Whitney p-value is below this and the ratio CI excludes 1.
+
+_OPTION_DEFAULTS: dict[tuple, dict] = {}
+
+
+def option_defaults(backend: str | None) -> dict:
+    """A backend's options at their defaults ({} for a backend that is not registered here or has none)."""
+    import os
+
+    key = (os.environ.get("HARNESS_BACKENDS") or "", backend)  # the registry depends on it
+    if key not in _OPTION_DEFAULTS:
+        defaults: dict = {}
+        try:
+            from harness.backend import available_backends
+
+            known = available_backends().get(backend)
+            if known is not None:
+                defaults = known.options_model().model_dump()
+        except Exception:  # a backend whose options cannot be built empty: every option counts
+            defaults = {}
+        _OPTION_DEFAULTS[key] = defaults
+    return _OPTION_DEFAULTS[key]
+
+
+def backend_options(record: dict) -> dict:
+    """The record's backend options that differ from their defaults, sorted by name ({} for older records)."""
+    options = record.get("options") or {}
+    if not isinstance(options, dict):
+        return {}
+    defaults = option_defaults(record.get("backend"))
+    return {k: options[k] for k in sorted(options) if k not in defaults or options[k] != defaults[k]}
+
+
+def backend_variant(record: dict) -> str | None:
+    """The backend with its non-default options: `torch`, `tensorflow[keras=keras3]`, `torch[compile_mode=max-autotune]`.
+
+    Two records that differ in options are different configurations: they are never pooled.
+    """
+    backend = record.get("backend")
+    options = backend_options(record)
+    if backend is None or not options:
+        return backend
+    return f"{backend}[{','.join(f'{k}={v}' for k, v in options.items())}]"
+
+
+#: A difference is significant when the Mann-Whitney p-value over processes is below this.
 ALPHA = 0.05
+#: The smallest change (in percent of the baseline) called faster or slower; `--min-effect` changes it.
+MIN_EFFECT_PCT = 2.0
 
-FASTER, SLOWER, SAME, UNTESTED = "faster", "slower", "no significant difference", "not tested: too few samples"
+FASTER, SLOWER, SAME = "faster", "slower", "no difference found"
+#: Kept for callers of older versions: a row whose sides gave no value at all (not produced any more).
+UNTESTED = "not tested: too few samples"
+#: Every verdict that is neither a difference nor its absence starts with this.
+INCONCLUSIVE = "inconclusive"
+#: Shown after the verdict of a row whose records say their machine was busy.
+BUSY_NOTE = "(busy machine)"
+#: ci_basis values: the ratio's CI came from a bootstrap over processes, or from one process's blocks.
+CI_PROCESSES, CI_WITHIN = "processes", "within-process"
 
 
 #: metric name -> (higher is better, verdict words for higher/lower). `median` is the headline, on raw samples.
@@ -64,8 +130,8 @@ METRICS: dict[str, tuple[bool | None, tuple[str, str]]] = {
 #: Columns every comparison row has, after the match key's columns.
 RESULT_COLUMNS = (
     "compared", "baseline", "value", "metric", "unit", "baseline_median", "value_median", "ratio",
-    "ratio_ci_low", "ratio_ci_high", "change_pct", "p_value", "verdict", "baseline_runs", "value_runs",
-    "baseline_samples", "value_samples", "higher_is_better", "warnings",
+    "ratio_ci_low", "ratio_ci_high", "ci_basis", "change_pct", "p_value", "verdict", "baseline_runs", "value_runs",
+    "baseline_samples", "value_samples", "baseline_cv", "value_cv", "higher_is_better", "busy", "warnings",
 )
 DATASHEET_COLUMNS = ("datasheet_ratio", "datasheet")
 
@@ -128,7 +194,12 @@ def _hashable(value):
 
 
 def field_value(record: dict, name: str):
-    """A record's value of a comparable field: a record field or a neutral parameter."""
+    """A record's value of a comparable field: a record field or a neutral parameter.
+
+    `backend` is the backend with its non-default options (`tensorflow[keras=tf_keras]`).
+    """
+    if name == "backend":
+        return backend_variant(record)
     if name in BY_FIELDS or name in KEY_FIELDS:
         return record.get(name)
     return (record.get("params") or {}).get(name)
@@ -169,6 +240,10 @@ def _match_key(record: dict, by: list[str]) -> tuple:
     for name in by:
         freed.update(LINKED.get(name, ()))
     key = [(f, _hashable(record.get(f))) for f in KEY_FIELDS if f not in freed]
+    if "backend" not in freed:  # options belong to the backend: compared with it, else part of the match
+        options = backend_options(record)
+        if options:
+            key.append(("options", _hashable(options)))
     params = record.get("params") or {}
     key += [(f"params.{k}", _hashable(params[k])) for k in sorted(params) if k not in freed]
     return tuple(key)
@@ -195,12 +270,19 @@ def _direction(metric: str, unit: str | None) -> bool:
 
 
 def _values(record: dict, metric: str) -> list[float]:
+    """A record's samples of the metric: its timed blocks for the headline, else its one value."""
     if metric == "median":
         samples = [float(s) for s in record.get("samples") or [] if not _missing(s)]
         if samples:
             return samples
     value = record.get(metric)
     return [] if _missing(value) else [float(value)]
+
+
+def process_value(record: dict, metric: str = "median") -> float | None:
+    """The one sample a record (one worker process) gives a comparison: the median of its blocks, or its value."""
+    values = _values(record, metric)
+    return stats.median(values) if values else None
 
 
 def _peak_precision(record: dict) -> str | None:
@@ -229,11 +311,21 @@ def datasheet_ratio(name_value: str | None, name_baseline: str | None, precision
     return ratio, f"{sheet_v['model']} / {sheet_b['model']} {precision}: {peak_v:g} / {peak_b:g} = {ratio:.2f}"
 
 
-def _side_warnings(label: str, records: list[dict], by: list[str]) -> list[str]:
+def _alike(texts: list[str], total: int) -> list[str]:
+    """Texts that differ only in their figures told once, with how many of `total` processes gave one."""
+    groups: dict[str, list[str]] = {}
+    for text in texts:
+        groups.setdefault(re.sub(r"[0-9][0-9.,]*", "#", text), []).append(text)
     out = []
-    for record in records:
-        for warning in record.get("warnings") or []:
-            out.append(f"{label}: {warning}")
+    for found in groups.values():
+        out.append(found[0] if total <= 1 else f"{found[0]} ({len(found)} of {total} processes)")
+    return out
+
+
+def _side_warnings(label: str, records: list[dict], by: list[str]) -> list[str]:
+    # one line per kind of warning, not one per process: five processes with a wide CV are one fact
+    per_record = [list(dict.fromkeys(str(w) for w in record.get("warnings") or [])) for record in records]
+    out = [f"{label}: {text}" for text in _alike([w for found in per_record for w in found], len(records))]
     for name in CONTEXT_FIELDS:
         if name in by:
             continue
@@ -243,26 +335,93 @@ def _side_warnings(label: str, records: list[dict], by: list[str]) -> list[str]:
     return out
 
 
-def _verdict(ratio, low, high, p_value, words: tuple[str, str]) -> str:
-    if p_value is None or ratio is None or low is None:
+def busy_records(records: list[dict]) -> list[tuple[dict, list[str]]]:
+    """The records whose captured machine state says the machine was busy, each with the reasons."""
+    from harness.envcheck import busy_reasons
+
+    out = []
+    for record in records:
+        env = record.get("env")
+        reasons = busy_reasons(env if isinstance(env, dict) else {}, record.get("device"))
+        if reasons:
+            out.append((record, reasons))
+    return out
+
+
+def _busy_warning(label: str, records: list[dict]) -> str | None:
+    busy = busy_records(records)
+    if not busy:
+        return None
+    reasons = _alike([reason for _, found in busy for reason in found], 1)
+    return f"{label}: busy machine in {len(busy)} of {len(records)} process(es) ({'; '.join(reasons)})"
+
+
+def _plural(n: int) -> str:
+    return f"{n} process" + ("" if n == 1 else "es")
+
+
+def inconclusive_reason(n_base: int, n_value: int, alpha: float = ALPHA) -> str | None:
+    """Why n_base against n_value processes cannot give a verdict at alpha; None when they can.
+
+    An exact Mann-Whitney test cannot go below 2 / C(n_base + n_value, n_base), reached when the
+    sides do not overlap at all: with 3 processes a side that is 0.1, so no p < 0.05 can exist.
+    """
+    if stats.min_p_value(n_base, n_value) < alpha:
+        return None
+    need = stats.processes_needed(alpha)
+    sides = f"{_plural(n_base)} per side" if n_base == n_value else f"{n_base} against {_plural(n_value)}"
+    return f"{INCONCLUSIVE}: {sides} cannot reach p < {alpha:g}; use at least {need}" + (
+        "" if n_base == n_value else " per side")
+
+
+def _verdict(n_base: int, n_value: int, ratio, low, high, p_value, words: tuple[str, str],
+             alpha: float, min_effect: float) -> str:
+    if ratio is None:
         return UNTESTED
-    if p_value < ALPHA and not (low <= 1.0 <= high):
-        return words[0] if ratio > 1.0 else words[1]
-    return SAME
+    reason = inconclusive_reason(n_base, n_value, alpha)
+    if reason:
+        return reason
+    if p_value is None or low is None or high is None:
+        return f"{INCONCLUSIVE}: the processes gave no p-value"
+    if p_value >= alpha or low <= 1.0 <= high:
+        return SAME
+    change = 100.0 * (ratio - 1.0)
+    if abs(change) < min_effect:
+        return f"{SAME}: {change:+.1f}% is under the {min_effect:g}% minimum effect"
+    return words[0] if ratio > 1.0 else words[1]
 
 
-def compare(records, by: list[str], baseline: str | None = None, metric: str = "median"):
+def is_difference(verdict) -> bool:
+    """Whether a verdict says the two sides differ (faster/slower, more/less), not that no difference was found."""
+    return isinstance(verdict, str) and not verdict.startswith((SAME, INCONCLUSIVE, UNTESTED))
+
+
+def _side(records: list[dict], metric: str) -> tuple[list[dict], list[float], list[float]]:
+    """(records with a value, one value per process, every block pooled)."""
+    kept = [r for r in records if process_value(r, metric) is not None]
+    return kept, [process_value(r, metric) for r in kept], [x for r in kept for x in _values(r, metric)]
+
+
+def compare(records, by: list[str], baseline: str | None = None, metric: str = "median", *,
+            min_effect: float = MIN_EFFECT_PCT, alpha: float = ALPHA):
     """A pandas DataFrame, one row per (match group, compared value) against the baseline value.
 
-    Only status-ok records take part; records of one configuration are pooled. `ratio` is
-    value / baseline of the metric's medians with a bootstrap CI; `verdict` is faster/slower only
-    when the Mann-Whitney p < 0.05 and the ratio CI excludes 1. InputError on an unknown field,
-    metric or baseline, or when nothing can be matched.
+    Only status-ok records take part, and each is one process: one sample, its median (or its value
+    of `metric`). `ratio` is value / baseline of the medians of those samples; its CI a bootstrap
+    over processes (`ci_basis` "processes"), or, with one process on each side, over the blocks of
+    those two processes ("within-process": it leaves the between-process spread out, and no
+    verdict rests on it). `verdict`: faster/slower only when each side has enough processes for a
+    Mann-Whitney p below `alpha` to exist, p < alpha, the CI excludes 1 and |change| >= `min_effect`
+    percent; else "no difference found" or "inconclusive: ..." saying why. `busy` marks rows whose
+    records say their machine was busy. InputError on an unknown field, metric or baseline, or when
+    nothing can be matched.
     """
     import pandas as pd
 
     if metric not in METRICS:
         raise InputError(f"--metric {metric}: expected one of {', '.join(METRICS)}", field="--metric")
+    if min_effect is None or not (min_effect >= 0):
+        raise InputError(f"--min-effect {min_effect}: expected a percentage >= 0", field="--min-effect")
     records = ok_records(records)
     if not records:
         raise InputError("no results with status ok to compare")
@@ -281,14 +440,7 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
             order.append(value)
         groups.setdefault(_match_key(record, by), {}).setdefault(value, []).append(record)
 
-    wanted = None
-    if baseline is not None:
-        wanted = _baseline_values(str(baseline), by)
-        matching = [v for v in order if tuple(str(x) for x in v) == wanted]
-        if not matching:
-            seen = ", ".join(repr(_label(v)) for v in order)
-            raise InputError(f"--baseline {baseline}: no result has it for {', '.join(by)} (seen: {seen})", field="--baseline")
-        wanted = matching[0]
+    wanted = _resolve_baseline(baseline, by, order) if baseline is not None else None
 
     by_device = any(f in ("device", "device_name") for f in by)
     rows = []
@@ -301,42 +453,60 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
             base_value = wanted
         else:
             base_value = min(sides, key=order.index)
-        base_records = sides[base_value]
-        base_samples = [x for r in base_records for x in _values(r, metric)]
+        base_records, base_proc, base_blocks = _side(sides[base_value], metric)
+        if not base_proc:
+            continue
         unit = base_records[0].get("unit") if metric == "median" else metric
         higher = _direction(metric, base_records[0].get("unit"))
         words = METRICS[metric][1]
         if not higher and metric == "median":
             words = (SLOWER, FASTER)
         for value in sorted((v for v in sides if v != base_value), key=order.index):
-            value_records = sides[value]
-            value_samples = [x for r in value_records for x in _values(r, metric)]
-            if not base_samples or not value_samples:
+            value_records, value_proc, value_blocks = _side(sides[value], metric)
+            if not value_proc:
                 continue
-            ratio, low, high = stats.ratio_ci(value_samples, base_samples)
-            p_value = stats.mann_whitney(value_samples, base_samples)
+            n_base, n_value = len(base_proc), len(value_proc)
+            base_median, value_median = stats.median(base_proc), stats.median(value_proc)
+            ratio = value_median / base_median if base_median else None
+            low = high = basis = None
+            if n_base >= 2 and n_value >= 2:
+                _, low, high = stats.ratio_ci(value_proc, base_proc)
+                basis = CI_PROCESSES
+            elif n_base == 1 and n_value == 1 and len(base_blocks) >= 2 and len(value_blocks) >= 2:
+                _, low, high = stats.ratio_ci(value_blocks, base_blocks)
+                basis = CI_WITHIN
+            if ratio is None:
+                low = high = basis = None
+            p_value = stats.mann_whitney(value_proc, base_proc)
             row = {name.removeprefix("params."): v for name, v in key}
             warnings = _side_warnings(_label(base_value), base_records, by) + _side_warnings(_label(value), value_records, by)
+            busy = [w for w in (_busy_warning(_label(base_value), base_records),
+                                _busy_warning(_label(value), value_records)) if w]
             row.update(
                 compared=",".join(by),
                 baseline=_label(base_value),
                 value=_label(value),
                 metric=base_records[0].get("metric") if metric == "median" else metric,
                 unit=unit,
-                baseline_median=stats.median(base_samples),
-                value_median=stats.median(value_samples),
+                baseline_median=base_median,
+                value_median=value_median,
                 ratio=ratio,
                 ratio_ci_low=low,
                 ratio_ci_high=high,
+                ci_basis=basis,
                 change_pct=None if ratio is None else 100.0 * (ratio - 1.0),
                 p_value=p_value,
-                verdict=_verdict(ratio, low, high, p_value, words),
-                baseline_runs=len(base_records),
-                value_runs=len(value_records),
-                baseline_samples=len(base_samples),
-                value_samples=len(value_samples),
+                verdict=_verdict(n_base, n_value, ratio, low if basis == CI_PROCESSES else None,
+                                 high if basis == CI_PROCESSES else None, p_value, words, alpha, min_effect),
+                baseline_runs=n_base,
+                value_runs=n_value,
+                baseline_samples=len(base_blocks),
+                value_samples=len(value_blocks),
+                baseline_cv=stats.cv(base_proc),
+                value_cv=stats.cv(value_proc),
                 higher_is_better=higher,
-                warnings="; ".join(dict.fromkeys(warnings)),
+                busy=bool(busy),
+                warnings="; ".join(dict.fromkeys(busy + warnings)),
             )
             if by_device:
                 names_b = {r.get("device_name") for r in base_records}
@@ -358,6 +528,78 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     tail = list(RESULT_COLUMNS) + (list(DATASHEET_COLUMNS) if by_device else [])
     head = [c for c in frame.columns if c not in tail]
     return frame[head + tail]
+
+
+def _resolve_baseline(baseline: str, by: list[str], order: list[tuple]) -> tuple:
+    """The compared value `--baseline` names; a backend without options names its one variant if it has one."""
+    wanted = _baseline_values(str(baseline), by)
+    matching = [v for v in order if tuple(str(x) for x in v) == wanted]
+    if not matching and "backend" in by:
+        i = by.index("backend")
+        others = [j for j in range(len(by)) if j != i]
+
+        def fits(v: tuple) -> bool:
+            return (str(v[i]).split("[", 1)[0] == wanted[i]
+                    and all(str(v[j]) == wanted[j] for j in others))
+
+        matching = [v for v in order if fits(v)]
+        if len(matching) > 1:
+            names = ", ".join(repr(_label(v)) for v in matching)
+            raise InputError(f"--baseline {baseline}: several variants match ({names}); name one", field="--baseline")
+    if not matching:
+        seen = ", ".join(repr(_label(v)) for v in order)
+        raise InputError(f"--baseline {baseline}: no result has it for {', '.join(by)} (seen: {seen})", field="--baseline")
+    return matching[0]
+
+
+def fastest_configurations(records, metric: str = "median") -> list[dict]:
+    """Per workload and backend variant, its fastest configuration: the one with the best median over processes.
+
+    Each dict: workload, backend (variant), config (the params, and the device, that differ among
+    that variant's configurations of the workload: what makes this one the fastest), median, unit,
+    processes, configurations (how many were measured). Only for rate and time metrics.
+    """
+    if metric not in METRICS or set(METRICS[metric][1]) != {FASTER, SLOWER}:
+        return []
+    records = ok_records(records)
+    out = []
+    for workload in dict.fromkeys(r.get("workload") for r in records):
+        subset = [r for r in records if r.get("workload") == workload]
+        for variant in dict.fromkeys(backend_variant(r) for r in subset):
+            mine = [r for r in subset if backend_variant(r) == variant and process_value(r, metric) is not None]
+            if not mine:
+                continue
+            configs: dict[tuple, list[dict]] = {}
+            for r in mine:
+                key = (r.get("device"), _hashable(r.get("params") or {}))
+                configs.setdefault(key, []).append(r)
+            unit = mine[0].get("unit") if metric == "median" else metric
+            higher = _direction(metric, mine[0].get("unit"))
+            scored = [(stats.median([process_value(r, metric) for r in rs]), rs) for rs in configs.values()]
+            best, best_records = (max if higher else min)(scored, key=lambda item: item[0])
+            params = best_records[0].get("params") or {}
+            varying = [k for k in params if len({_hashable((r.get("params") or {}).get(k)) for r in mine}) > 1]
+            config = {}
+            if len({r.get("device") for r in mine}) > 1:
+                config["device"] = best_records[0].get("device")
+            config.update({k: params[k] for k in varying})
+            out.append(dict(workload=workload, backend=variant, config=config, median=best, unit=unit,
+                            processes=len(best_records), configurations=len(configs)))
+    return out
+
+
+def describe_fastest(rows: list[dict]) -> list[str]:
+    """One line per backend variant and workload naming its fastest configuration, with its median and unit."""
+    lines = []
+    for row in rows:
+        if row["configurations"] > 1:
+            what = ", ".join(f"{k}={v}" for k, v in row["config"].items()) or "(configurations alike)"
+            of = f"fastest of {row['configurations']} configurations"
+        else:
+            what, of = "its only configuration", "1 configuration"
+        lines.append(f"fastest {row['backend']} on {row['workload']}: {what}: {_fmt(row['median'])} {row['unit'] or ''}"
+                     f" (median of {_plural(row['processes'])}; {of})")
+    return lines
 
 
 def technique_speedups(records) -> dict:
@@ -415,6 +657,10 @@ def _fmt(value, digits: int = 4) -> str:
     return str(value)
 
 
+def _true(value) -> bool:
+    return not _missing(value) and bool(value)
+
+
 def _p(value) -> str:
     if _missing(value):
         return "-"
@@ -447,11 +693,13 @@ def display_rows(table) -> tuple[dict, list[dict]]:
         row["median"] = _fmt(r["value_median"])
         row["unit"] = r.get("unit") or ""
         ci = f" [{_fmt(r['ratio_ci_low'])}, {_fmt(r['ratio_ci_high'])}]" if not _missing(r.get("ratio_ci_low")) else ""
+        if ci and r.get("ci_basis") == CI_WITHIN:
+            ci += f" {CI_WITHIN}"
         row["ratio [95% CI]"] = f"{_fmt(r['ratio'])}{ci}"
         row["change"] = "-" if _missing(r.get("change_pct")) else f"{r['change_pct']:+.1f}%"
         row["p"] = _p(r.get("p_value"))
-        row["verdict"] = r["verdict"]
-        row["runs"] = f"{r['baseline_runs']} vs {r['value_runs']}"
+        row["verdict"] = r["verdict"] + (f" {BUSY_NOTE}" if _true(r.get("busy")) else "")
+        row["processes"] = f"{r['baseline_runs']} vs {r['value_runs']}"
         if "datasheet_ratio" in r:
             row["datasheet ratio"] = r.get("datasheet") or "-"
         row["warnings"] = r.get("warnings") or ""
@@ -464,3 +712,16 @@ def describe_common(common: dict) -> str:
     compared = common.get("compared")
     rest = ", ".join(f"{k}={v}" for k, v in common.items() if k != "compared")
     return f"compared: {compared}" + (f"; every row: {rest}" if rest else "")
+
+
+def table_notes(table) -> list[str]:
+    """Lines to print under a displayed comparison: what a within-process CI or a busy mark means."""
+    rows = table.to_dict(orient="records") if hasattr(table, "to_dict") else list(table)
+    notes = []
+    if any(r.get("ci_basis") == CI_WITHIN for r in rows):
+        notes.append(f"{CI_WITHIN}: one process per side, so the CI comes from the timed blocks of those two "
+                     "processes; it leaves out the spread between processes and no verdict rests on it.")
+    if any(_true(r.get("busy")) for r in rows):
+        notes.append(f"{BUSY_NOTE}: some records were measured while the load average exceeded the cores or "
+                     "other processes computed on their GPU (see warnings); rerun on a quiet machine.")
+    return notes

@@ -19,7 +19,8 @@ RELEVANT_VARIABLES = (
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
     "TF_FORCE_GPU_ALLOW_GROWTH", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "XLA_FLAGS", "TF_GPU_ALLOCATOR",
     "TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_TF32_OVERRIDE",
-    "TORCH_CUDNN_V8_API_ENABLED", "TORCHINDUCTOR_CACHE_DIR", "OPENBLAS_CORETYPE",
+    "TORCH_CUDNN_V8_API_ENABLED", "TORCHINDUCTOR_CACHE_DIR", "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
 )
 
 
@@ -63,8 +64,74 @@ def cpu_governor() -> str | None:
         return None
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (runnable and waiting threads), where the OS gives them."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def usable_cpus() -> int | None:
+    """The cores this process may run on (its affinity mask; a container's CPU set), else the CPU count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def gpu_processes(exclude: tuple[int, ...] | None = None) -> dict[str, list[dict]] | None:
+    """Other compute processes on each GPU, by NVML index: pid and GPU memory; None without NVML.
+
+    This process (a worker holds its own CUDA context) and its parent (the runner) are left out.
+    Inside a container NVML may list processes of other containers, whose pids mean nothing here:
+    they still count, because they share the GPU.
+    """
+    lib = nvml.nvml()
+    if lib is None:
+        return None
+    skip = set(exclude if exclude is not None else (os.getpid(), os.getppid()))
+    out: dict[str, list[dict]] = {}
+    try:
+        count = lib.nvmlDeviceGetCount()
+    except Exception:
+        return None
+    for i in range(count):
+        found: list[dict] = []
+        try:
+            handle = lib.nvmlDeviceGetHandleByIndex(i)
+            procs = list(lib.nvmlDeviceGetComputeRunningProcesses(handle))
+        except Exception:
+            continue
+        for proc in procs:
+            pid = getattr(proc, "pid", None)
+            if pid in skip:
+                continue
+            used = getattr(proc, "usedGpuMemory", None)
+            found.append({"pid": pid, "used_memory_bytes": int(used) if isinstance(used, int) else None})
+        out[str(i)] = found
+    return out
+
+
+def machine_state() -> dict:
+    """What else the machine was doing: load average against usable cores, other GPU processes, governor.
+
+    Captured by `harness env` and, at the end of every run, by its worker (so each record says
+    whether it was measured on a busy machine; harness.envcheck.busy_reasons reads it).
+    """
+    return {
+        "load_average": load_average(),
+        "cpu_usable": usable_cpus(),
+        "cpu_governor": cpu_governor(),
+        "gpu_processes": gpu_processes(),
+    }
+
+
 def capture() -> dict:
-    """The framework-free environment: python, packages, CPU, memory, GPUs, driver, variables."""
+    """The framework-free environment: python, packages, CPU, memory, GPUs, driver, variables, machine state.
+
+    The framework's own thread pools are recorded by the backend under `env.framework.threads`.
+    """
     return {
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
@@ -74,9 +141,9 @@ def capture() -> dict:
         "packages": package_versions(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "cpu_governor": cpu_governor(),
         "memory_total_bytes": memory_total_bytes(),
         "driver": nvml.driver_version(),
         "gpus": nvml.gpus(),
         "variables": {k: os.environ[k] for k in RELEVANT_VARIABLES if k in os.environ},
+        **machine_state(),
     }

@@ -1,4 +1,9 @@
-"""Checks printed before a session: conditions that would skew the figures it is about to measure."""
+"""Checks of the machine's state: conditions that skew the figures measured on it.
+
+`environment_warnings()` is printed by `harness run` before a session starts and by `harness env`;
+`busy_reasons(env, device)` reads the machine state a record's `env` captured (harness.env
+`machine_state`) and says whether that run shared its machine, for `harness compare` to mark.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import sys
 from harness.nvml import nvml
 
 
-def _gpu_warnings() -> list[str]:
+def _throttle_warnings() -> list[str]:
     lib = nvml()
     if lib is None:
         return []
@@ -17,39 +22,79 @@ def _gpu_warnings() -> list[str]:
         count = lib.nvmlDeviceGetCount()
     except Exception:
         return []
-    me = os.getpid()
     for i in range(count):
         try:
             handle = lib.nvmlDeviceGetHandleByIndex(i)
+            reasons = lib.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
         except Exception:
             continue
-        try:
-            procs = [p for p in lib.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid != me]
-            if procs:
-                out.append(f"GPU {i}: {len(procs)} other process(es) are running on it; figures will be shared with them")
-        except Exception:
-            pass
-        try:
-            reasons = lib.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
-            bad = {
-                "HW slowdown": getattr(lib, "nvmlClocksThrottleReasonHwSlowdown", 0),
-                "thermal slowdown": getattr(lib, "nvmlClocksThrottleReasonSwThermalSlowdown", 0),
-                "power brake": getattr(lib, "nvmlClocksThrottleReasonHwPowerBrakeSlowdown", 0),
-            }
-            hits = [name for name, bit in bad.items() if bit and reasons & bit]
-            if hits:
-                out.append(f"GPU {i}: clocks are being throttled ({', '.join(hits)})")
-        except Exception:
-            pass
+        bad = {
+            "HW slowdown": getattr(lib, "nvmlClocksThrottleReasonHwSlowdown", 0),
+            "thermal slowdown": getattr(lib, "nvmlClocksThrottleReasonSwThermalSlowdown", 0),
+            "power brake": getattr(lib, "nvmlClocksThrottleReasonHwPowerBrakeSlowdown", 0),
+        }
+        hits = [name for name, bit in bad.items() if bit and reasons & bit]
+        if hits:
+            out.append(f"GPU {i}: clocks are being throttled ({', '.join(hits)})")
+    return out
+
+
+def _cores(env: dict) -> int | None:
+    # the load average counts the whole host's threads: compare it with the host's cores
+    cores = env.get("cpu_count") or env.get("cpu_usable")
+    return int(cores) if cores else None
+
+
+def _gpu_indices(env: dict, device: str | None) -> list[str] | None:
+    """The NVML indices a run on `device` used (None: every GPU; []: none, a CPU run)."""
+    if device is None or device == "auto":
+        return None
+    if not str(device).startswith("cuda:"):
+        return []
+    try:
+        index = int(str(device).split(":", 1)[1])
+    except ValueError:
+        return None
+    visible = ((env.get("variables") or {}).get("CUDA_VISIBLE_DEVICES") or "").strip()
+    if visible:
+        entries = [e.strip() for e in visible.split(",") if e.strip()]
+        if index < len(entries) and entries[index].isdigit():
+            return [entries[index]]
+        return None  # UUIDs or an odd mask: any GPU may be the one
+    return [str(index)]
+
+
+def busy_reasons(env: dict | None, device: str | None = None) -> list[str]:
+    """Why the machine a record (or `harness env`) describes was busy: [] when it was not, or is unknown.
+
+    Busy means: the 1-minute load average exceeds the host's cores (more runnable threads than
+    cores: the run had to share them; a run's own threads count, so a run that fills every core
+    is not flagged by itself), or another process was computing on the GPU the run used (on any
+    GPU when the device is not known). Records made before this was captured say nothing.
+    """
+    env = env or {}
+    out = []
+    load = env.get("load_average")
+    cores = _cores(env)
+    if load and cores and load[0] is not None and float(load[0]) > cores:
+        out.append(f"load average {float(load[0]):.1f} exceeds the {cores} cores")
+    procs = env.get("gpu_processes")
+    if isinstance(procs, dict):
+        wanted = _gpu_indices(env, device)
+        for index, found in sorted(procs.items()):
+            if found and (wanted is None or str(index) in wanted):
+                out.append(f"{len(found)} other process(es) computing on GPU {index}")
     return out
 
 
 def environment_warnings(env: dict | None = None) -> list[str]:
-    """Warnings about this machine's state: other GPU processes, throttling, debug settings, CPU governor."""
+    """Warnings about this machine's state: a busy CPU or GPU, throttling, debug settings, CPU governor."""
     from harness.env import capture
 
     env = env or capture()
-    out = _gpu_warnings()
+    out = [f"busy machine: {reason}: runs started now share it, and their figures will vary with that load"
+           for reason in busy_reasons(env)]
+    out += _throttle_warnings()
     if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
         out.append("CUDA_LAUNCH_BLOCKING=1 serializes every kernel launch: timings will not reflect normal use")
     if hasattr(sys, "gettotalrefcount"):

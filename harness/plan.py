@@ -1,12 +1,19 @@
-"""The plan: one RunSpec per (sweep point x backend x device)."""
+"""The plan: one RunSpec per (sweep point x backend x device x process).
+
+Each configuration runs in `measure.processes` separate worker processes (replicates: one sample
+each for the comparison). The plan runs them in rounds, every configuration once per round, in an
+order shuffled from the scenario's seed, so slow drift of the machine (clocks, heat, other load)
+falls on every configuration alike instead of on whichever always runs last.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
+import random
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from harness.backend import available_backends
@@ -45,6 +52,8 @@ class RunSpec:
     seed: int
     options: dict[str, Any] = field(default_factory=dict)
     cpu_threads: dict[str, Any] = field(default_factory=dict)
+    #: Which of the configuration's `measure.processes` worker processes this is (0-based); same run_key.
+    replicate: int = 0
 
     @property
     def timeout_s(self) -> float:
@@ -73,13 +82,16 @@ class RunSpec:
             seed=self.seed,
             options=self.options,
             cpu_threads=self.cpu_threads,
+            replicate=self.replicate,
         )
 
     def label(self) -> str:
         """A short human description: backend on device, with the params that a sweep varies."""
         shown = ", ".join([f"{k}={v}" for k, v in self.params.items() if v is not None]
                           + [f"{k}={v}" for k, v in self.options.items() if v is not None])
-        return f"{self.backend} on {self.device}: {self.workload} ({shown})"
+        processes = int(self.measure.get("processes") or 1)
+        of = f" [process {self.replicate + 1}/{processes}]" if processes > 1 else ""
+        return f"{self.backend} on {self.device}: {self.workload} ({shown}){of}"
 
 
 def build_plan(
@@ -90,13 +102,18 @@ def build_plan(
     devices: list[str] | None = None,
     timeout_s: float | None = None,
 ) -> list[RunSpec]:
-    """Expand a validated scenario into run specs; `backends` / `devices` replace the file's lists."""
+    """Expand a validated scenario into run specs; `backends` / `devices` replace the file's lists.
+
+    Every configuration appears `measure.processes` times (replicate 0, 1, ...; one run_key), in
+    rounds: round r holds replicate r of every configuration, in an order shuffled reproducibly
+    from the scenario's seed (a new order each round).
+    """
     workload = WORKLOADS[scenario.workload]
     measure = scenario.measure.model_dump()
     if timeout_s is not None:
         measure["timeout_s"] = float(timeout_s)
     registry = available_backends()
-    plan = []
+    configurations: list[RunSpec] = []
     planned: set[tuple] = set()
     keys = list(scenario.sweep)
     indices = itertools.product(*(range(len(scenario.sweep[k])) for k in keys)) if keys else [()]
@@ -114,7 +131,7 @@ def build_plan(
                 continue
             planned.add((backend, own))
             for device in devices or scenario.devices:
-                plan.append(
+                configurations.append(
                     RunSpec(
                         run_id=new_id(),
                         session_id=session_id,
@@ -130,4 +147,21 @@ def build_plan(
                         cpu_threads=scenario.cpu_threads.model_dump(),
                     )
                 )
+    return interleave(configurations, int(measure.get("processes") or 1), scenario.seed)
+
+
+def interleave(configurations: list[RunSpec], processes: int, seed: int) -> list[RunSpec]:
+    """`processes` runs of every configuration, in rounds, each round in its own seeded shuffled order.
+
+    A B A B ...: the runs of one configuration are spread over the whole session, never bunched,
+    so a machine that drifts (warms up, throttles, gets busier) moves every side alike.
+    """
+    rng = random.Random(seed)
+    plan = []
+    for replicate in range(max(1, processes)):
+        order = list(range(len(configurations)))
+        rng.shuffle(order)
+        for i in order:
+            spec = configurations[i]
+            plan.append(replace(spec, run_id=new_id(), replicate=replicate))
     return plan

@@ -99,7 +99,12 @@ def summarize(samples: Sequence[float], *, cv_warn: float = CV_WARN, min_samples
 
 
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Two-sided Mann-Whitney U test p-value of samples a against b; None when either is too small."""
+    """Two-sided Mann-Whitney U test p-value of samples a against b; None when either is too small.
+
+    scipy's `auto` method: the exact distribution when one side has at most 8 values and there are
+    no ties (every comparison of a few processes), the normal approximation with tie correction
+    otherwise; the same choice in scipy 1.9 and in current releases.
+    """
     if len(a) < 2 or len(b) < 2:
         return None
     from scipy.stats import mannwhitneyu
@@ -108,6 +113,25 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> float | None:
         return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
     except ValueError:
         return None
+
+
+def min_p_value(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value an exact Mann-Whitney test of n_a against n_b values can give.
+
+    It is reached when the two sides do not overlap at all: 2 / C(n_a + n_b, n_a) (capped at 1).
+    3 against 3 can never go below 0.1, 4 against 4 below 0.029, 5 against 5 below 0.0079.
+    """
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+def processes_needed(alpha: float) -> int:
+    """The fewest values per side (equal sides) with which a Mann-Whitney p below alpha is possible at all."""
+    n = 1
+    while min_p_value(n, n) >= alpha and n < 10_000:
+        n += 1
+    return n
 
 
 def ratio_ci(

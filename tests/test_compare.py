@@ -1,4 +1,8 @@
-"""`compare` and `harness compare` on synthetic stored results: planted differences, pooling, exit codes, formats."""
+"""`compare` and `harness compare` on synthetic stored results: planted differences, pooling, exit codes, formats.
+
+Each record is one worker process; a verdict needs several per side (`processes`), so planted
+differences are planted in five records a side, as `measure.processes` runs them by default.
+"""
 
 import csv
 import io
@@ -12,7 +16,7 @@ from click.testing import CliRunner
 
 from harness import stats
 from harness.cli import main
-from harness.compare import SAME, SLOWER, FASTER, UNTESTED, compare, fail_if_slower, technique_speedups
+from harness.compare import SAME, SLOWER, FASTER, INCONCLUSIVE, compare, fail_if_slower, technique_speedups
 from harness.errors import InputError
 from harness.record import FIELDS, SCHEMA_VERSION
 from harness.store import Store, load_results
@@ -57,6 +61,15 @@ def make_record(
     return record
 
 
+def processes(mean=1000.0, n=5, *, spread=0.003, seed=0, options=None, **fields):
+    """n records (n worker processes) of one configuration: each its own mean, `spread` apart, own blocks."""
+    rng = np.random.default_rng(10_000 + seed)
+    records = [make_record(mean * (1 + spread * rng.standard_normal()), seed=seed * 100 + i, **fields) for i in range(n)]
+    for record in records:
+        record["options"] = dict(options or {})
+    return records
+
+
 def store_records(path, records):
     with Store(path) as store:
         for record in records:
@@ -70,26 +83,23 @@ def invoke(*args):
 
 # ---------------------------------------------------------------- significance
 def test_planted_10pct_difference_is_significant(tmp_path):
-    path = store_records(tmp_path / "h.db", [
-        make_record(1000.0, backend="torch", seed=1),
-        make_record(1100.0, backend="tensorflow", seed=2),
-    ])
+    path = store_records(tmp_path / "h.db", processes(1000.0, backend="torch", seed=1)
+                         + processes(1100.0, backend="tensorflow", seed=2))
     table = compare(load_results(path), ["backend"], baseline="torch")
     assert len(table) == 1
     row = table.iloc[0]
     assert (row["baseline"], row["value"]) == ("torch", "tensorflow")
     assert row["ratio"] == pytest.approx(1.10, abs=0.01)
-    assert row["ratio_ci_low"] > 1.0
+    assert row["ratio_ci_low"] > 1.0 and row["ci_basis"] == "processes"
     assert row["change_pct"] == pytest.approx(10.0, abs=1.0)
     assert row["p_value"] < 0.05
+    assert (row["baseline_runs"], row["value_runs"]) == (5, 5)
     assert row["verdict"] == FASTER
 
 
 def test_planted_0pct_difference_is_not_significant(tmp_path):
-    path = store_records(tmp_path / "h.db", [
-        make_record(1000.0, backend="torch", seed=3),
-        make_record(1000.0, backend="tensorflow", seed=4),
-    ])
+    path = store_records(tmp_path / "h.db", processes(1000.0, backend="torch", seed=3)
+                         + processes(1000.0, backend="tensorflow", seed=4))
     row = compare(load_results(path), ["backend"]).iloc[0]
     assert row["ratio"] == pytest.approx(1.0, abs=0.01)
     assert row["ratio_ci_low"] <= 1.0 <= row["ratio_ci_high"]
@@ -98,7 +108,7 @@ def test_planted_0pct_difference_is_not_significant(tmp_path):
 
 
 def test_planted_10pct_slowdown_is_slower_and_fails_a_5pct_gate():
-    records = [make_record(1000.0, precision="fp32", seed=5), make_record(900.0, precision="tf32", seed=6)]
+    records = processes(1000.0, precision="fp32", seed=5) + processes(900.0, precision="tf32", seed=6)
     table = compare(records, ["precision"], baseline="fp32")
     assert table.iloc[0]["verdict"] == SLOWER
     assert table.iloc[0]["ratio"] == pytest.approx(0.90, abs=0.01)
@@ -107,22 +117,26 @@ def test_planted_10pct_slowdown_is_slower_and_fails_a_5pct_gate():
 
 
 def test_a_small_insignificant_dip_does_not_fail_the_gate():
-    # 6% lower on the point estimate but drowned in noise: not significant, so not a regression
-    records = [make_record(1000.0, seed=7, noise=0.2, n=4), make_record(940.0, backend="tensorflow", seed=8, noise=0.2, n=4)]
+    # 6% lower on the point estimate but drowned in the spread between processes: not a regression
+    records = (processes(1000.0, spread=0.2, seed=7, noise=0.2, n=4)
+               + processes(940.0, spread=0.2, backend="tensorflow", seed=8, noise=0.2, n=4))
     table = compare(records, ["backend"])
     assert table.iloc[0]["verdict"] == SAME
     assert fail_if_slower(table, 5) == []
 
 
 def test_lower_is_better_metric_turns_the_verdict_around():
-    records = [make_record(1000.0, seed=9), make_record(1100.0, backend="tensorflow", seed=10)]
+    records = processes(1000.0, seed=9) + processes(1100.0, backend="tensorflow", seed=10)
     for r in records:
         r["step_time_s"] = 64 / r["median"]
-    # one value per run cannot be tested, but the direction and the ratio are right
     row = compare(records, ["backend"], metric="step_time_s").iloc[0]
     assert row["ratio"] == pytest.approx(1000 / 1100, rel=0.02)
     assert bool(row["higher_is_better"]) is False
-    assert row["verdict"] == UNTESTED
+    assert row["verdict"] == FASTER  # a shorter step is faster
+    # one value per process, one process a side: the ratio, and no verdict
+    single = compare([records[0], records[5]], ["backend"], metric="step_time_s").iloc[0]
+    assert single["ratio"] == pytest.approx(records[0]["median"] / records[5]["median"])
+    assert single["verdict"].startswith(INCONCLUSIVE)
 
 
 # ---------------------------------------------------------------- matching and pooling
@@ -212,7 +226,7 @@ def test_device_comparison_shows_the_datasheet_ratio_beside_the_measured_one():
 
 def test_datasheet_ratio_is_empty_where_a_device_has_no_figure_for_the_precision():
     records = [
-        make_record(100.0, device_name="NVIDIA RTX A6000", seed=30, workload="gemm", precision="bf16"),
+        make_record(100.0, device_name="Imaginary GPU 9000", seed=30, workload="gemm", precision="bf16"),
         make_record(200.0, device_name="NVIDIA H200", seed=31, workload="gemm", precision="bf16"),
     ]
     row = compare(records, ["device_name"]).iloc[0]
@@ -244,12 +258,12 @@ def test_unknown_field_and_unmatched_results_are_input_errors():
 
 # ---------------------------------------------------------------- the command
 def _two_sessions(tmp_path, change):
-    return store_records(tmp_path / "h.db", [
-        make_record(1000.0, session="before", seed=40),
-        make_record(1000.0 * (1 + change), session="after", seed=41),
-        make_record(50.0, session="before", seed=42, workload="gemm"),
-        make_record(50.0 * (1 + change), session="after", seed=43, workload="gemm"),
-    ])
+    return store_records(tmp_path / "h.db", (
+        processes(1000.0, session="before", seed=40)
+        + processes(1000.0 * (1 + change), session="after", seed=41)
+        + processes(50.0, session="before", seed=42, workload="gemm")
+        + processes(50.0 * (1 + change), session="after", seed=43, workload="gemm")
+    ))
 
 
 def test_fail_if_slower_exits_1_when_a_10pct_regression_is_planted(tmp_path):
@@ -287,19 +301,19 @@ def test_session_ids_may_be_given_by_prefix(tmp_path):
 
 
 def _stored_backends(tmp_path):
-    return store_records(tmp_path / "h.db", [
-        make_record(1000.0, backend="torch", seed=46, batch_size=32),
-        make_record(1100.0, backend="tensorflow", seed=47, batch_size=32),
-        make_record(2000.0, backend="torch", seed=48, batch_size=64),
-        make_record(2000.0, backend="tensorflow", seed=49, batch_size=64),
-    ])
+    return store_records(tmp_path / "h.db", (
+        processes(1000.0, backend="torch", seed=46, batch_size=32)
+        + processes(1100.0, backend="tensorflow", seed=47, batch_size=32)
+        + processes(2000.0, backend="torch", seed=48, batch_size=64)
+        + processes(2000.0, backend="tensorflow", seed=49, batch_size=64)
+    ))
 
 
 def test_table_format_shows_ratio_ci_and_verdict(tmp_path):
     result = invoke("compare", "--store", _stored_backends(tmp_path), "--by", "backend", "--baseline", "torch")
     assert result.exit_code == 0, result.output
-    assert "ratio [95% CI]" in result.output
-    assert "faster" in result.output and "no significant difference" in result.output
+    assert "ratio [95% CI]" in result.output and "processes" in result.output and "5 vs 5" in result.output
+    assert "faster" in result.output and "no difference found" in result.output
     assert "compared: backend; every row: workload=resnet50_train" in result.output
 
 

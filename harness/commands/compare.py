@@ -32,17 +32,30 @@ def _plain(value):
               help="median (the headline, on raw samples), or a record field: step_time_s, peak_allocated_bytes, ...")
 @click.option("--fail-if-slower", "fail_pct", type=float, default=None, metavar="PCT",
               help="Exit 1 when a matched row is significantly slower than its baseline by more than PCT percent.")
+@click.option("--min-effect", "min_effect", type=float, default=None, metavar="PCT",
+              help="The smallest change called faster or slower, in percent (default 2).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-def command(store_path, by, baseline, sessions, metric, fail_pct, fmt) -> None:
-    """Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict."""
+def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fmt) -> None:
+    """Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.
+
+    Each stored run is one worker process and gives one sample (its median); a verdict needs at
+    least 4 processes a side (`measure.processes`, 5 by default), p < 0.05, a CI excluding 1 and a
+    change of at least --min-effect. After a --by backend table, one line per backend names its
+    fastest configuration.
+    """
     from harness.compare import (
-        compare, describe_common, display_rows, fail_if_slower, load_records, parse_by, slowdown_pct,
+        MIN_EFFECT_PCT, compare, describe_common, describe_fastest, display_rows, fail_if_slower,
+        fastest_configurations, load_records, parse_by, slowdown_pct, table_notes,
     )
     from harness.errors import InputError
 
     by = parse_by(by)
     if fail_pct is not None and fail_pct < 0:
         raise InputError(f"--fail-if-slower {fail_pct:g}: expected a percentage >= 0", field="--fail-if-slower")
+    if min_effect is None:
+        min_effect = MIN_EFFECT_PCT
+    if not min_effect >= 0:
+        raise InputError(f"--min-effect {min_effect:g}: expected a percentage >= 0", field="--min-effect")
     if not by:
         if len(sessions) < 2:
             raise InputError("give --by FIELD, or two --session IDs to compare sessions", field="--by")
@@ -55,7 +68,7 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, fmt) -> None:
         matches = [s for s in ids if wanted is not None and str(s).startswith(wanted)]
         if wanted is not None:
             baseline = matches[0] if wanted not in ids and len(matches) == 1 else wanted
-    table = compare(records, by, baseline, metric)
+    table = compare(records, by, baseline, metric, min_effect=min_effect)
 
     if fmt == "json":
         rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict(orient="records")]
@@ -74,6 +87,11 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, fmt) -> None:
 
             click.echo(describe_common(common))
             click.echo(render(rows))
+        for note in table_notes(table):
+            click.echo(note)
+        if "backend" in by:
+            for line in describe_fastest(fastest_configurations(records, metric)):
+                click.echo(line)
 
     if fail_pct is not None:
         common, _ = display_rows(table)

@@ -10,7 +10,7 @@ import click
 @click.command("env")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def command(as_json: bool) -> None:
-    """Show python, framework, CUDA driver, GPU and CPU details (no framework is imported)."""
+    """Show python, framework, CUDA driver, GPU and CPU details and the machine's load (no framework is imported)."""
     from harness.env import capture
     from harness.envcheck import environment_warnings
 
@@ -21,7 +21,10 @@ def command(as_json: bool) -> None:
         return
     click.echo(f"python      {env['python']} ({env['executable']})")
     click.echo(f"platform    {env['platform']}")
-    click.echo(f"cpu         {env['cpu']} x {env['cpu_count']}, governor {env['cpu_governor'] or 'unknown'}")
+    click.echo(f"cpu         {env['cpu']} x {env['cpu_count']} ({env.get('cpu_usable') or '?'} usable), "
+               f"governor {env['cpu_governor'] or 'unknown'}")
+    load = env.get("load_average")
+    click.echo("load        " + (" ".join(f"{x:.2f}" for x in load) + " (1, 5, 15 min)" if load else "unknown"))
     mem = env["memory_total_bytes"]
     click.echo(f"memory      {mem / 1024**3:.1f} GiB" if mem else "memory      unknown")
     for name, version in env["packages"].items():
@@ -30,6 +33,11 @@ def command(as_json: bool) -> None:
     for gpu in env["gpus"]:
         click.echo(f"gpu {gpu['index']}       {gpu['name']}, {gpu['memory_total_bytes'] / 1024**3:.0f} GiB, "
                    f"{gpu['memory_used_bytes'] / 1024**3:.1f} GiB used")
+    procs = env.get("gpu_processes")
+    if procs is not None:
+        others = {i: p for i, p in procs.items() if p}
+        click.echo("gpu procs   " + ("; ".join(f"GPU {i}: pids {', '.join(str(x['pid']) for x in p)}"
+                                               for i, p in sorted(others.items())) or "none other than this one"))
     for key, value in env["variables"].items():
         click.echo(f"{key}={value}")
     for warning in env["warnings"]:
