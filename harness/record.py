@@ -33,6 +33,8 @@ class Result:
     device: str | None = None
     device_requested: str | None = None
     device_name: str | None = None
+    #: which of its configuration's worker processes (measure.processes) this run was, from 0
+    replicate: int = 0
     params: dict = field(default_factory=dict)
     #: the backend's own options (which Keras, which compile mode), validated, defaults filled
     options: dict = field(default_factory=dict)
@@ -73,7 +75,7 @@ class Result:
         return cls(
             run_id=spec.run_id, session_id=spec.session_id, run_key=spec.run_key, scenario=spec.scenario,
             workload=spec.workload, backend=spec.backend, device=spec.device, device_requested=spec.device,
-            params=dict(spec.params), options=dict(spec.options or {}),
+            params=dict(spec.params), options=dict(spec.options or {}), replicate=int(getattr(spec, "replicate", 0)),
             metric=workload.metric if workload else None, unit=workload.unit if workload else None,
         )
 

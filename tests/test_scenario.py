@@ -35,7 +35,7 @@ def test_a_good_file_validates_and_aliases_are_canonical(write_scenario):
         ({"measure": {"steps": "many"}}, "measure.steps", "integer"),
         ({"measure": {"wamup": 3}}, "measure.wamup", "unknown field"),
         ({"workload": "bert"}, "workload", "expected one of"),
-        ({"backends": ["jax"]}, "backends", "unknown backend"),
+        ({"backends": ["mxnet"]}, "backends", "unknown backend"),
         ({"devices": ["tpu:0"]}, "devices", "cuda:N"),
         ({"params": {"size": 64, "precision": "fp8"}}, "params.precision", "fp32"),
         ({"params": {"size": -1}}, "params.size", "greater than or equal to 1"),
@@ -98,9 +98,9 @@ def test_sweep_is_the_cartesian_product_in_file_order(write_scenario):
     assert points[1] == {"size": 32, "precision": "bf16"}
     assert len({tuple(sorted(p.items())) for p in points}) == 6
     plan = build_plan(scenario, "s")
-    assert len(plan) == 12  # 6 points x 2 backends x 1 device
+    assert len(plan) == 12 * scenario.measure.processes  # 6 points x 2 backends x 1 device x processes
     assert {s.backend for s in plan} == {"torch", "tensorflow"}
-    assert len({s.run_key for s in plan}) == 12
+    assert len({s.run_key for s in plan}) == 12  # each configuration's processes share its key
 
 
 def test_overrides_take_the_declared_type_and_replace_a_sweep(write_scenario):
@@ -140,8 +140,9 @@ def test_a_sweep_beyond_the_run_limit_is_refused_with_its_count(write_scenario):
     path = write_scenario(data)
     with pytest.raises(InputError) as info:
         load_scenario(path)
-    assert "2400 runs" in str(info.value) and "--max-runs" in str(info.value)
-    assert count_points(load_scenario(path, max_runs=2400)) == 1200
+    # 1200 points x 2 backends x 1 device x 5 processes (the default)
+    assert "12000 runs" in str(info.value) and "--max-runs" in str(info.value)
+    assert count_points(load_scenario(path, max_runs=12000)) == 1200
 
 
 def test_gemm_needs_a_size_or_all_three_dimensions(write_scenario):
