@@ -5,9 +5,15 @@
 #   phases not yet run on a GPU: rest (issue 4's remaining rows, ~6 min), capacity (issue 5, ~8 min)
 #   torch against TensorFlow (scenarios/frameworks.yaml; TensorFlow through ../shared/tools/tf-gpu,
 #   every call after its staging starts with: eval "$(bash /tmp/tfsite/device.sh env)"):
-#     tf-keras3 (~7 min: Keras 3 graph and XLA, three precisions, and the hand-written TF loop),
-#     tf-legacy (~7 min: tf_keras graph and XLA, recompute under tf.function and XLA, TF eager),
-#     frameworks-torch (~5 min: torch eager, CUDA graph and torch.compile), frameworks-gemm (~3 min: GEMM 4096)
+#     tf-keras3 / tf-legacy (~5 min each: Keras 3 / tf_keras, graph and XLA, three precisions),
+#     tf-handloop (~3 min: the hand-written TF loop), tf-extra (~3 min: recompute under tf.function
+#     and XLA, TF eager), frameworks-torch (~5 min: torch eager, CUDA graph and torch.compile),
+#     frameworks-gemm (~3 min: GEMM 4096, both frameworks)
+#   issue 12: aa-session (~3 min), aa-gpus (~2 min, two GPUs); issue 11: capacity-torch,
+#     capacity-torch-recompute, capacity-tf (~4 min each)
+# On a two-GPU machine two phase lists can run at once, one per GPU:
+#   CUDA_VISIBLE_DEVICES=0 STORE=/tmp/gpu0.db bash benchmarks/gpu_session.sh ... &
+#   CUDA_VISIBLE_DEVICES=1 STORE=/tmp/gpu1.db bash benchmarks/gpu_session.sh ...; wait
 # Results go to $STORE (default $OUT/h200.db, a harness store), copied to $OUT after each phase.
 # The lent GPU machine (Python 3.12, no registry) lacks pydantic: fetch its wheels into .whl first,
 #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
@@ -44,25 +50,42 @@ for phase in $PHASES; do
     capacity) $H run benchmarks/h200/issue5_capacity.yaml --store "$STORE" ;;
     tf-keras3)
       $H run benchmarks/h200/issue10_resnet.yaml --backend tf --set tensorflow.keras=keras3 --set 'execution=[graph, compiled]' \
-        --set measure.processes=1 --set measure.repeats=3 --store "$STORE"
-      for mode in graph compiled; do for p in tf32 amp_bf16; do
-        python3 benchmarks/tf_resnet50_handloop.py --precision $p --execution $mode --warmup 5 --steps 10 --repeats 3
-      done; done ;;
+        --set measure.processes=1 --set measure.repeats=3 --store "$STORE" ;;
     tf-legacy)
       $H run benchmarks/h200/issue10_resnet.yaml --backend tf --set tensorflow.keras=tf_keras --set 'execution=[graph, compiled]' \
-        --set measure.processes=1 --set measure.repeats=3 --store "$STORE"
-      $H run benchmarks/h200/issue10_resnet.yaml --backend tf --set tensorflow.keras=keras3 --set precision=amp_bf16 \
-        --set recompute=blocks --set 'execution=[graph, compiled]' --set measure.processes=1 --set measure.repeats=3 --store "$STORE"
-      $H run benchmarks/h200/issue10_resnet.yaml --backend tf --set tensorflow.keras=keras3 --set precision=tf32 --set execution=eager \
-        --set measure.processes=1 --set measure.warmup=2 --set measure.steps=5 --set measure.repeats=3 --store "$STORE" ;;
+        --set measure.processes=1 --set measure.repeats=3 --store "$STORE" ;;
     frameworks-torch)
       $H run benchmarks/h200/issue10_resnet.yaml --backend torch --set 'execution=[eager, cuda_graph, compiled]' \
         --set measure.processes=1 --set measure.repeats=3 --store "$STORE" ;;
     frameworks-gemm)
-      $H run benchmarks/h200/issue10_gemm.yaml --set measure.processes=1 --store "$STORE" ;;
+      $H run benchmarks/h200/issue10_gemm.yaml --set measure.processes=1 --set 'execution=[eager, cuda_graph, compiled]' \
+        --store "$STORE" ;;
+    tf-handloop)
+      for mode in graph compiled; do for p in tf32 amp_bf16; do
+        python3 benchmarks/tf_resnet50_handloop.py --precision $p --execution $mode --warmup 5 --steps 10 --repeats 3
+      done; done ;;
+    tf-extra)
+      $H run benchmarks/h200/issue10_resnet.yaml --backend tf --set tensorflow.keras=keras3 --set precision=amp_bf16 \
+        --set recompute=blocks --set 'execution=[graph, compiled]' --set measure.processes=1 --set measure.repeats=3 --store "$STORE"
+      $H run benchmarks/h200/issue10_resnet.yaml --backend tf --set tensorflow.keras=keras3 --set precision=tf32 --set execution=eager \
+        --set measure.processes=1 --set measure.warmup=2 --set measure.steps=5 --set measure.repeats=3 --store "$STORE" ;;
+    aa-session)  # issue 12: the same configuration in two sessions on one GPU
+      $H run benchmarks/h200/issue12_aa_session.yaml --store "$STORE" -q
+      $H run benchmarks/h200/issue12_aa_session.yaml --store "$STORE" -q
+      $H compare --by session_id --store "$STORE" ;;
+    aa-gpus)  # issue 12: cuda:0 against cuda:1 (a two-GPU machine)
+      $H run benchmarks/h200/issue12_aa_gpus.yaml --store "$STORE" -q
+      $H compare --by device --store "$STORE" ;;
+    capacity-torch)  # issue 11: torch searches, amp_bf16 and fp32 without recompute
+      $H run benchmarks/h200/issue5_capacity.yaml --set recompute=none --store "$STORE" ;;
+    capacity-torch-recompute)
+      $H run benchmarks/h200/issue5_capacity.yaml --set recompute=blocks --store "$STORE" ;;
+    capacity-tf)  # issue 11: a TensorFlow search (tf.function, Keras 3), amp_bf16 without recompute
+      $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=amp_bf16 --set recompute=none \
+        --set execution=graph --store "$STORE" ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;
   esac
-  [ "$STORE" = "$OUT/h200.db" ] || cp "$STORE" "$OUT/h200.db"
+  [ "$STORE" = "$OUT/$(basename "$STORE")" ] || python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d); d.close()" "$STORE" "$OUT/$(basename "$STORE")"
 done
 $H results --store "$STORE" --format table
 stamp done
