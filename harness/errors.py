@@ -14,6 +14,25 @@ class InputError(HarnessError):
         super().__init__(message)
 
 
+class StoreError(InputError):
+    """The results store cannot be used as it is: damaged, not a harness store, unwritable or full.
+
+    Found when the store is opened (before anything is measured) it is bad input: the CLI exits 2.
+    """
+
+
+class StoreWriteError(StoreError):
+    """A result could not be written to the store (a full disk, a damaged page) in mid-session.
+
+    `kept_in` is the side file that holds every result of the session measured by this process,
+    or None where no file could be written (then they were printed on standard error).
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, kept_in: str | None = None):
+        self.kept_in = kept_in
+        super().__init__(message, source=source, field="--store")
+
+
 class Unsupported(HarnessError):
     """A combination a backend cannot run on a device or version; recorded as status `unsupported`."""
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.backend import available_backends
+from harness.errors import StoreWriteError
 from harness.plan import RunSpec
 from harness.record import FAILING_STATUSES, blank_record, utc_now
 from harness.store import Store
@@ -81,12 +82,26 @@ def _died(returncode: int) -> str:
     return f"worker exited with code {returncode} before writing a result"
 
 
+def runner_env() -> dict:
+    """The environment as the runner sees it, for a record whose worker wrote none (a timeout, a
+    worker killed or dead before its result, a run decided without a worker): same machine, same
+    Python; the framework's own part is unknown."""
+    from harness import env as env_mod
+
+    try:
+        return {**env_mod.capture(), "framework": {}, "captured_by": "runner"}
+    except Exception as exc:  # noqa: BLE001 - a record is never lost for want of its environment
+        return {"captured_by": "runner", "capture_error": f"{type(exc).__name__}: {exc}"}
+
+
 @dataclass
 class SessionOutcome:
-    """What a session produced: the records, in plan order, and whether it was interrupted."""
+    """What a session produced: the records, in plan order, whether it was interrupted, and whether
+    the store failed (then the records are in the side file the error names)."""
 
     records: list[dict] = field(default_factory=list)
     interrupted: int | None = None
+    store_error: StoreWriteError | None = None
 
     @property
     def failed(self) -> list[dict]:
@@ -133,6 +148,7 @@ class Runner:
             record["duration_s"] = 0.0
             backend = self._backends.get(spec.backend)
             record["framework_version"] = backend.framework_version() if backend else None
+            record["env"] = runner_env()
             return record
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
@@ -170,6 +186,8 @@ class Runner:
             else:
                 record["status"] = "failed"
                 record["error"] = _died(proc.returncode)
+            if not record.get("env"):
+                record["env"] = runner_env()
             if record.get("status") != "ok":
                 tail = _tail(log_path)
                 if tail:
@@ -181,7 +199,8 @@ class Runner:
         """Execute every spec in order, storing each record as it arrives.
 
         SIGINT/SIGTERM stop the running worker; what finished stays stored and the outcome says
-        which signal ended the session.
+        which signal ended the session. A result the store cannot take ends the session too: it is
+        kept in a side file (Store.add), and the outcome's `store_error` says where.
         """
         outcome = SessionOutcome()
         with trap_signals():
@@ -189,9 +208,14 @@ class Runner:
                 for i, spec in enumerate(plan, 1):
                     self.on_start(i, len(plan), spec)
                     record = self.execute(spec)
-                    self.store.add(record)
+                    try:
+                        self.store.add(record)
+                    except StoreWriteError as exc:
+                        outcome.store_error = exc
                     outcome.records.append(record)
                     self.on_result(i, len(plan), record)
+                    if outcome.store_error is not None:
+                        break
             except (Interrupted, KeyboardInterrupt) as exc:
                 outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         return outcome

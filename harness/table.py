@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import numbers
+
 GiB = 1024**3
 
 
-def _fmt(value, digits=4) -> str:
+def _missing(value) -> bool:
+    """None, NaN, or pandas' NA/NaT (a record read back from a DataFrame): not measured."""
     if value is None:
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        return value != value
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _fmt(value, digits=4) -> str:
+    if _missing(value):
         return "-"
-    try:
-        if value != value:  # NaN
-            return "-"
-    except TypeError:
-        pass
-    if isinstance(value, float):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))  # numpy integers too: 1234, never 1234.0
+    if isinstance(value, numbers.Real):
+        value = float(value)
         if abs(value) >= 1000:
             return f"{value:,.0f}"
         return f"{value:.{digits}g}"
@@ -21,7 +30,7 @@ def _fmt(value, digits=4) -> str:
 
 
 def _bytes(value) -> str:
-    return "-" if value is None or value != value else f"{value / GiB:.2f} GiB"
+    return "-" if _missing(value) else f"{float(value) / GiB:.2f} GiB"
 
 
 def varying_params(records: list[dict]) -> list[str]:
@@ -43,21 +52,23 @@ def summary_rows(records: list[dict], params: list[str] | None = None) -> list[d
             row[p] = (r.get("params") or {}).get(p)
         row["status"] = r.get("status")
         median = r.get("median")
-        if median is not None:
+        if not _missing(median):
             ci = ""
-            if r.get("ci_low") is not None and r.get("ci_high") is not None:
+            if not _missing(r.get("ci_low")) and not _missing(r.get("ci_high")):
                 ci = f" [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
             row["median [95% CI]"] = f"{_fmt(median)}{ci}"
-        else:
+        else:  # not measured (a timeout, a failure): a dash, no unit, no interval
             row["median [95% CI]"] = "-"
-        row["unit"] = r.get("unit") if median is not None else ""
-        row["cv"] = f"{r['cv']:.1%}" if r.get("cv") is not None else "-"
-        row["step ms"] = _fmt(r["step_time_s"] * 1000) if r.get("step_time_s") else "-"
+        row["unit"] = r.get("unit") if not _missing(median) else ""
+        row["cv"] = f"{float(r['cv']):.1%}" if not _missing(r.get("cv")) else "-"
+        step = r.get("step_time_s")
+        row["step ms"] = _fmt(float(step) * 1000) if not _missing(step) and step else "-"
         row["first step s"] = _fmt(r.get("first_step_s"), 3)
         row["peak alloc"] = _bytes(r.get("peak_allocated_bytes"))
         row["host rss"] = _bytes(r.get("host_peak_rss_bytes"))
-        notes = list(r.get("warnings") or [])
-        if r.get("status") not in ("ok", None) and r.get("error"):
+        warnings = r.get("warnings")
+        notes = [str(w) for w in warnings] if isinstance(warnings, (list, tuple)) else []
+        if r.get("status") not in ("ok", None) and not _missing(r.get("error")) and r.get("error"):
             notes.insert(0, str(r["error"]).splitlines()[0][:120])
         row["notes"] = "; ".join(notes)
         rows.append(row)

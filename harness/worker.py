@@ -33,13 +33,24 @@ def apply_memory_limit() -> None:
         return
     import resource
 
-    resource.setrlimit(resource.RLIMIT_DATA, (int(limit), int(limit)))
+    value = int(limit)  # the runner checked it (harness.commands.run.parse_size); ValueError otherwise
+    if value <= 0:
+        raise ValueError(f"HARNESS_MEMORY_LIMIT_BYTES={limit!r}: expected a positive number of bytes")
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY and value > hard:
+        value = hard  # an unprivileged process cannot raise its hard limit; the lower one applies
+    resource.setrlimit(resource.RLIMIT_DATA, (value, value))
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    apply_memory_limit()
     spec_path, result_path = argv
+    try:
+        apply_memory_limit()
+    except (ValueError, OverflowError, OSError) as exc:  # a result that says why, not a traceback
+        write_json_atomic(result_path, {"status": "failed", "error": f"the memory limit could not be applied: "
+                                        f"{type(exc).__name__}: {exc}"})
+        return 0
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
     fields = execute(spec)

@@ -7,8 +7,16 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
+from harness.cli import main
+from harness.commands.run import MIN_MEMORY_LIMIT, parse_size
+from harness.scenario import Measure
 from harness.store import Store
+
+#: One worker process per configuration (measure.processes, where this harness has it): these tests
+#: count runs, and replicates are not what they test.
+ONE_PROCESS = {"processes": 1} if "processes" in Measure.model_fields else {}
 
 FRAMEWORKS = ("torch", "tensorflow", "keras", "torchvision", "jax")
 
@@ -33,7 +41,7 @@ def test_help_validate_list_and_dry_run_import_no_framework(args):
 def _fake(write_scenario, tmp_path, action="ok", runs=1, **extra):
     return write_scenario({
         "name": f"cli-{action}", "workload": "gemm", "params": {"size": 32},
-        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 60},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 60, **ONE_PROCESS},
         "backends": ["fake"], "devices": ["cpu"], "sweep": {"batch": list(range(1, runs + 1))},
         "options": {"fake": {"action": action, **extra}},
     }, name=f"{action}.yaml")
@@ -107,7 +115,7 @@ def test_load_results_returns_one_row_per_record(tmp_path, fake_backend, write_s
     assert code == 0, err
     frame = harness.load_results(tmp_path / "l.db")
     assert len(frame) == 3 and list(frame.columns[:3]) == ["schema_version", "run_id", "session_id"]
-    assert set(frame["status"]) == {"ok"} and frame["params"].map(lambda p: p["batch"]).tolist() == [1, 2, 3]
+    assert set(frame["status"]) == {"ok"} and sorted(frame["params"].map(lambda p: p["batch"])) == [1, 2, 3]
 
 
 def test_the_store_environment_variable_is_honoured(tmp_path, fake_backend, write_scenario, harness_cli):
@@ -128,7 +136,7 @@ def test_backend_tf_runs_only_tensorflow_and_both_backends_multiply_the_same_num
     pytest.importorskip("tensorflow")
     pytest.importorskip("torch")
     path = write_scenario({"name": "same", "workload": "gemm", "params": {"size": 64, "precision": "fp32"},
-                           "measure": {"warmup": 0, "steps": 1, "repeats": 2}, "devices": ["cpu"]})
+                           "measure": {"warmup": 0, "steps": 1, "repeats": 2, **ONE_PROCESS}, "devices": ["cpu"]})
     code, out, err = harness_cli("run", path, "--backend", "tf", "--store", "b.db")
     assert code == 0, err
     with Store(tmp_path / "b.db") as store:
@@ -142,7 +150,7 @@ def test_backend_tf_runs_only_tensorflow_and_both_backends_multiply_the_same_num
     assert records["torch"]["checks"]["correct"] and records["tensorflow"]["checks"]["correct"]
     assert records["torch"]["checks"]["inputs_fingerprint"] == records["tensorflow"]["checks"]["inputs_fingerprint"]
     other_seed = write_scenario({"name": "same", "workload": "gemm", "params": {"size": 64}, "seed": 1,
-                                 "measure": {"warmup": 0, "steps": 1, "repeats": 2}, "devices": ["cpu"]}, name="seed1.yaml")
+                                 "measure": {"warmup": 0, "steps": 1, "repeats": 2, **ONE_PROCESS}, "devices": ["cpu"]}, name="seed1.yaml")
     code, out, err = harness_cli("run", other_seed, "--backend", "torch", "--store", "c.db")
     with Store(tmp_path / "c.db") as store:
         (reseeded,) = store.records()
@@ -154,7 +162,7 @@ def test_resnet50_on_both_backends_is_the_same_model_on_the_same_images(tmp_path
     pytest.importorskip("torch")
     path = write_scenario({"name": "same-model", "workload": "resnet50_train",
                            "params": {"batch_size": 2, "image_size": 32, "memory_format": "channels_last"},
-                           "measure": {"warmup": 0, "steps": 1, "repeats": 1}, "devices": ["cpu"]})
+                           "measure": {"warmup": 0, "steps": 1, "repeats": 1, **ONE_PROCESS}, "devices": ["cpu"]})
     code, out, err = harness_cli("run", path, "--backend", "all", "--store", "m.db")
     assert code == 0, err
     with Store(tmp_path / "m.db") as store:
@@ -187,3 +195,121 @@ def test_reading_results_never_writes_the_store(tmp_path, fake_backend, write_sc
     (tmp_path / "junk.db").write_bytes(b"not sqlite" * 50)
     code, out, err = harness_cli("results", "--store", "junk.db")
     assert code == 2 and "cannot be read" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- issue 13: flags, resume ids, output
+def _invoke(*args):
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1", "604801", "1e400"])
+def test_timeout_must_be_finite_and_positive(tmp_path, fake_backend, write_scenario, value):
+    db = tmp_path / "t.db"
+    result = _invoke("run", _fake(write_scenario, tmp_path), "--store", str(db), f"--timeout={value}")
+    assert result.exit_code == 2 and "--timeout" in result.output and "finite" in result.output
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("value", ["banana", "0.1", "0.4b", "1b", "100k", "512MiB", "1023MiB", "99999999TiB",
+                                   "1e9", "", "-4GiB", "4 GiB GiB", "9" * 100])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_bad_memory_limit_is_refused_before_anything_is_written(tmp_path, fake_backend, write_scenario, value, dry_run):
+    db = tmp_path / "m.db"
+    marker = tmp_path / "m.marker"
+    path = _fake(write_scenario, tmp_path, marker=str(marker))
+    result = _invoke("run", path, "--store", str(db), "--memory-limit", value, *(["--dry-run"] if dry_run else []))
+    assert result.exit_code == 2, result.output
+    assert "--memory-limit" in result.output and "1GiB" in result.output  # names the smallest limit that works
+    assert not db.exists() and not marker.exists()
+
+
+def test_memory_limits_from_the_floor_up_are_read_exactly():
+    assert parse_size("1GiB") == MIN_MEMORY_LIMIT == 1024**3
+    assert parse_size("1.5GiB") == 1610612736 and parse_size("4G") == 4 * 10**9 and parse_size(" 2000 MB ") == 2 * 10**9
+    assert parse_size("8589934592") == 8 * 1024**3
+    assert parse_size("8388607TiB") == 8388607 * 1024**4  # just under the OS's largest
+
+
+def test_resume_of_an_unknown_session_creates_no_store_and_ids_are_literal(tmp_path, fake_backend, write_scenario):
+    result = _invoke("run", "--resume", "deadbeef", "--store", str(tmp_path / "new.db"))
+    assert result.exit_code == 2 and "no such file" in result.output
+    assert not list(tmp_path.glob("new.db*"))  # nothing created
+    db = tmp_path / "s.db"
+    assert _invoke("run", _fake(write_scenario, tmp_path), "--store", str(db), "-q").exit_code == 0
+    with Store(db) as store:
+        (session,) = store.sessions()
+    sid = session["session_id"]
+    before = db.read_bytes()
+    for pattern in ("%", "_" * len(sid), "_%", sid[:3] + "%", ""):  # LIKE wildcards match nothing here
+        result = _invoke("run", "--resume", pattern, "--store", str(db))
+        assert result.exit_code == 2 and "--resume" in result.output, (pattern, result.output)
+    assert db.read_bytes() == before
+    result = _invoke("run", "--resume", sid[:6], "--store", str(db), "--dry-run")  # a unique prefix is enough
+    assert result.exit_code == 0 and f"resuming session {sid}: 0 of 1 run(s)" in result.output
+    result = _invoke("run", "--resume", sid, "--store", str(db), "--set", "size=8")
+    assert result.exit_code == 2 and "--set" in result.output
+
+
+def test_an_ambiguous_resume_prefix_names_the_sessions(tmp_path):
+    db = tmp_path / "a.db"
+    with Store(db) as store:
+        for sid in ("abc1", "abc2"):
+            store.begin_session(sid, [], scenario_path=None, command="x")
+    result = _invoke("run", "--resume", "abc", "--store", str(db))
+    assert result.exit_code == 2 and "2 sessions match" in result.output and "abc1" in result.output
+
+
+def _record(**fields):
+    base = {"schema_version": 1, "session_id": "s", "run_key": "k", "backend": "torch", "device": "cpu",
+            "params": {"size": 64}, "metric": "tflops", "unit": "TFLOP/s", "warnings": [], "env": {}}
+    return {**base, **fields}
+
+
+def test_results_keep_integers_integers_and_show_an_unmeasured_run_as_a_dash(tmp_path):
+    db = tmp_path / "o.db"
+    with Store(db) as store:
+        store.add(_record(run_id="a", status="ok", median=0.5, ci_low=0.4, ci_high=0.6, cv=0.01,
+                          host_peak_rss_bytes=608702464, peak_allocated_bytes=1024, started_at="2026-11-30T00:00:01"))
+        store.add(_record(run_id="b", status="timeout", median=None, cv=None, host_peak_rss_bytes=None,
+                          error="no result within 3 s", started_at="2026-11-30T00:00:02"))
+    result = _invoke("results", "--store", str(db), "--format", "json")
+    records = {r["run_id"]: r for r in json.loads(result.output)}
+    assert records["a"]["host_peak_rss_bytes"] == 608702464 and type(records["a"]["host_peak_rss_bytes"]) is int
+    assert records["b"]["host_peak_rss_bytes"] is None and records["b"]["median"] is None
+    result = _invoke("results", "--store", str(db), "--format", "csv")
+    rows = {r["run_id"]: r for r in csv.DictReader(io.StringIO(result.output))}
+    assert rows["a"]["host_peak_rss_bytes"] == "608702464" and rows["a"]["peak_allocated_bytes"] == "1024"
+    assert rows["b"]["host_peak_rss_bytes"] == ""
+    table = _invoke("results", "--store", str(db)).output
+    timeout_line = next(line for line in table.splitlines() if "timeout" in line)
+    assert "nan" not in table and "[-, -]" not in table and "TFLOP/s" not in timeout_line
+    assert "0.5 [0.4, 0.6]" in table and "no result within 3 s" in timeout_line
+
+
+@pytest.mark.parametrize("content, field", [
+    ("{not json", "not JSON"),
+    ('{"records": 3}', "records"),
+    ('[{"run_id": "x", "session_id": "s", "schema_version": "1"}]', "records[0].schema_version"),
+    ('[{"run_id": "", "session_id": "s", "schema_version": 1}]', "records[0].run_id"),
+    ('{"records": [], "sessions": [{"plan": []}]}', "sessions[0].session_id"),
+])
+def test_a_bad_file_to_import_is_refused_naming_the_field_and_nothing_is_written(tmp_path, content, field):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content, encoding="utf-8")
+    result = _invoke("results", "--import", str(bad), "--store", str(tmp_path / "i.db"))
+    assert result.exit_code == 2 and str(bad) in result.output and field in result.output, result.output
+    assert not (tmp_path / "i.db").exists()
+
+
+def test_results_json_can_be_imported_into_another_store(tmp_path, fake_backend, write_scenario):
+    assert _invoke("run", _fake(write_scenario, tmp_path, runs=2), "--store", str(tmp_path / "a.db"), "-q").exit_code == 0
+    exported = tmp_path / "a.json"
+    assert _invoke("results", "--store", str(tmp_path / "a.db"), "--format", "json", "-o", str(exported)).exit_code == 0
+    for expected in ("took 2 new result(s) of 2", "took 0 new result(s) of 2"):  # a second import adds nothing
+        result = _invoke("results", "--import", str(exported), "--store", str(tmp_path / "b.db"))
+        assert result.exit_code == 0 and expected in result.output, result.output
+    with Store(tmp_path / "a.db") as a, Store(tmp_path / "b.db") as b:
+        assert a.records() == b.records()

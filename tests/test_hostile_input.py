@@ -1,6 +1,11 @@
-"""Hostile input: thousands of generated malformed scenario files and --set values; each is a clear
-error (InputError -> exit 2), none a traceback."""
+"""Hostile input: thousands of generated malformed scenario files and --set values, and the corpus of
+tests/hostile/ (alias bombs, recursive aliases, booleans for numbers, tags, duplicate keys...); each
+is a clear error (InputError -> exit 2, within 2 s for the corpus), none a traceback."""
 
+import time
+from pathlib import Path
+
+import pytest
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -103,3 +108,62 @@ def test_the_cli_exits_2_without_a_traceback_on_bad_input(tmp_path, mutations, o
     if result.exit_code == 2:
         assert "error" in result.output.lower()
     RELIABILITY[f"CLI invocations exiting {result.exit_code}"] += 1
+
+
+# --------------------------------------------------------------------------- the hostile corpus (issue 13)
+CORPUS = sorted((Path(__file__).parent / "hostile").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def cli():
+    runner = CliRunner()
+    runner.invoke(main, ["validate", str(Path(__file__).parent.parent / "scenarios" / "quickstart.yaml")])  # imports
+    return runner
+
+
+def test_the_hostile_corpus_has_at_least_60_files():
+    assert len(CORPUS) >= 60
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_each_hostile_file_is_a_clear_error_within_2_seconds(cli, path):
+    started = time.monotonic()
+    result = cli.invoke(main, ["validate", str(path)])
+    took = time.monotonic() - started
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    assert result.output.startswith("error: ") and str(path) in result.output  # names the file
+    assert len(result.output.strip().splitlines()) == 1  # one clear line
+    assert took < 2.0, f"{path.name} took {took:.2f} s"
+    RELIABILITY["hostile corpus files: exit 2 within 2 s"] += 1
+
+
+@pytest.mark.parametrize("name", ["alias_bomb_in_sweep", "alias_bomb_in_options", "alias_bomb_of_long_strings",
+                                  "alias_recursive_map", "values_20000_in_sweep", "size_true", "documents_150"])
+def test_run_refuses_the_worst_of_them_before_writing_anything(cli, tmp_path, name):
+    db = tmp_path / "h.db"
+    started = time.monotonic()
+    result = cli.invoke(main, ["run", str(Path(__file__).parent / "hostile" / f"{name}.yaml"), "--store", str(db)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert time.monotonic() - started < 1.0  # refused while parsing, before anything is expanded
+    assert not db.exists()
+
+
+def test_a_file_over_the_size_limit_is_refused_unread(cli, tmp_path):
+    from harness.scenario import MAX_FILE_BYTES
+
+    big = tmp_path / "big.yaml"
+    big.write_text("name: x\nworkload: gemm\n# " + "x" * MAX_FILE_BYTES + "\n", encoding="utf-8")
+    started = time.monotonic()
+    result = cli.invoke(main, ["validate", str(big)])
+    assert result.exit_code == 2 and "too large" in result.output
+    assert time.monotonic() - started < 1.0
+
+
+def test_booleans_are_not_numbers_in_set_overrides_either(tmp_path):
+    path = tmp_path / "good.yaml"
+    path.write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    for override in ("size=true", "batch=false", "size=[64, true]"):
+        result = CliRunner().invoke(main, ["validate", str(path), "--set", override])
+        assert result.exit_code == 2 and "not a boolean" in result.output, (override, result.output)

@@ -1,24 +1,39 @@
-"""Nothing lost: interrupts keep finished rows and --resume completes them; concurrent writers lose
-nothing; out-of-memory is a status; the largest batch that fits is found."""
+"""Nothing lost: interrupts keep finished rows and --resume completes them, with the session's own
+settings; concurrent writers lose nothing; a damaged store is refused untouched; a result the store
+cannot take (a full disk, a damaged page) is kept in a side file and taken back in; kill -9 and
+SIGINT at random moments lose no row; out-of-memory is a status; the largest batch that fits is found."""
 
+import json
+import os
+import random
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from click.testing import CliRunner
 
 from harness.capacity import search
+from harness.cli import main
+from harness.commands.run import remaining_runs
+from harness.scenario import Measure
 from harness.store import Store
 
 from tests.conftest import RELIABILITY
+
+#: One worker process per configuration (measure.processes, where this harness has it): these tests
+#: count runs, and replicates are not what they test.
+ONE_PROCESS = {"processes": 1} if "processes" in Measure.model_fields else {}
 
 
 def _fake_scenario(write_scenario, tmp_path, runs, action="ok", name="s", **options):
     return write_scenario({
         "name": name, "workload": "gemm", "params": {"size": 32},
-        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 120},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 120, **ONE_PROCESS},
         "backends": ["fake"], "devices": ["cpu"],
         "sweep": {"batch": list(range(1, runs + 1))},
         "options": {"fake": {"action": action, "marker": str(tmp_path / f"{name}.marker"), **options}},
@@ -41,6 +56,12 @@ def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_marker(tmp_path / "s.marker", 3)  # the third run has started: two finished
+    with Store(db, readonly=True) as store:
+        running = store.sessions()[0]
+    assert running["state"] == "running"
+    # resuming a session whose process still runs would run its runs twice: refused, nothing written
+    refused = CliRunner().invoke(main, ["run", "--resume", running["session_id"], "--store", str(db)])
+    assert refused.exit_code == 2 and "still running" in refused.output, refused.output
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
@@ -113,7 +134,7 @@ def test_capacity_search_stops_at_the_limit_and_on_other_failures():
 def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, write_scenario, harness_cli):
     path = write_scenario({
         "name": "cap", "workload": "resnet50_train", "params": {"batch_size": 2, "image_size": 32},
-        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120, **ONE_PROCESS},
         "backends": ["fake"], "devices": ["cpu"],
         "options": {"fake": {"action": "oom_above", "limit": 37}},
     })
@@ -134,7 +155,7 @@ def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, wr
 def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finished(tmp_path, fake_backend, write_scenario):
     path = write_scenario({
         "name": "cap", "workload": "resnet50_train", "params": {"batch_size": 2, "image_size": 32},
-        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120, **ONE_PROCESS},
         "backends": ["fake"], "devices": ["cpu"],
         "capacity": {"start": 2, "limit": 1024},
         "sweep": {"precision": ["fp32", "amp_bf16", "amp_fp16"]},
@@ -150,7 +171,7 @@ def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finishe
     with Store(db) as store:
         first = [r for r in store.records() if r["metric"] == "max_batch_size"]
         session = store.sessions()[0]["session_id"]
-    assert [(r["params"]["precision"], r["median"]) for r in first] == [("fp32", 37.0)]
+    assert [r["median"] for r in first] == [37.0]  # one search finished (the plan's order is shuffled)
 
     done = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", session, "--store", str(db)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -163,7 +184,8 @@ def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finishe
     assert all(r["status"] == "ok" and r["median"] == 37 and r["session_id"] == session for r in capacity)
     # the probes of the interrupted search stay stored (nothing measured is lost), attached to no record
     orphans = [r for r in rows if r.get("probe_of") and r["probe_of"] not in {c["run_id"] for c in capacity}]
-    assert orphans and all(r["params"]["precision"] == "amp_bf16" for r in orphans)
+    interrupted = {r["params"]["precision"] for r in orphans}
+    assert len(interrupted) == 1 and interrupted != {first[0]["params"]["precision"]}
     RELIABILITY["interrupted sessions resumed"] += 1
 
 
@@ -171,7 +193,7 @@ def test_a_real_torch_run_out_of_memory_is_oom_and_the_next_run_is_ok(tmp_path, 
     pytest.importorskip("torch")
     path = write_scenario({
         "name": "oom", "workload": "resnet50_train", "params": {"image_size": 64, "memory_format": "channels_last"},
-        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 300},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 300, **ONE_PROCESS},
         "backends": ["torch"], "devices": ["cpu"],
         "sweep": {"batch_size": [512, 2]},
     })
@@ -190,7 +212,7 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
     pytest.importorskip("torch")
     path = write_scenario({
         "name": "cap-torch", "workload": "resnet50_train", "params": {"image_size": 32},
-        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 300},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 300, **ONE_PROCESS},
         "backends": ["torch"], "devices": ["cpu"],
         "capacity": {"start": 16, "limit": 4096, "resolution": 32},
     })
@@ -206,3 +228,329 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
     assert 0 < bad - best <= 32  # within one bisection step of the limit
     assert all(status == "ok" for n, status in probes.items() if n <= best)
     assert all(status == "oom" for n, status in probes.items() if n >= bad)
+
+
+# --------------------------------------------------------------------------- resume counts runs (issue 13, case 1)
+def _ok(db):
+    with Store(db) as store:
+        return [r for r in store.records() if r["status"] == "ok"]
+
+
+def test_resume_counts_planned_runs_not_configurations(tmp_path, fake_backend, write_scenario):
+    path = write_scenario({
+        "name": "rep", "workload": "gemm", "params": {"size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 120, **ONE_PROCESS},
+        "backends": ["fake"], "devices": ["cpu"], "sweep": {"size": [64, 64, 64, 64]},
+        "options": {"fake": {"action": "sleep", "seconds": 0.5, "marker": str(tmp_path / "rep.marker")}},
+    })
+    db = tmp_path / "rep.db"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_marker(tmp_path / "rep.marker", 2)  # the second run has started: one finished
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "1 of 4 run(s) finished" in err
+    resume = re.search(r"finish with: (harness run --resume \S+ --store \S+)$", err.strip(), re.M).group(1)
+    done = subprocess.run([sys.executable, "-m", "harness", *resume.split()[1:]],  # the printed command, as printed
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "3 of 4 run(s) have no ok result" in done.stderr
+    rows = _ok(db)
+    assert len(rows) == 4 and len({r["run_key"] for r in rows}) == 1  # the same configuration, 4 times
+    with Store(db) as store:
+        assert store.sessions()[0]["state"] == "finished"
+    RELIABILITY["interrupted sessions resumed"] += 1
+
+
+def test_resume_matches_replicates_then_counts_the_rest_of_each_configuration():
+    plan = [{"run_key": "A", "replicate": r} for r in range(4)] + [{"run_key": "B", "replicate": 0},
+                                                                     {"run_key": "C"}, {"run_key": "C"}]
+    # replicate 2 of A finished, and one A result without a replicate index; B's only run; one of C's two
+    ok = [("A", 2), ("A", None), ("B", 0), ("C", None)]
+    assert remaining_runs(plan, ok) == [False, True, False, True, False, False, True]
+    assert remaining_runs(plan, []) == [True] * 7
+    assert remaining_runs(plan, [("A", 1)] * 9) == [False] * 4 + [True] * 3  # more results than runs: none left
+
+
+# --------------------------------------------------------------------------- resume keeps the session's settings (case 2)
+def _data_limit(pid: int) -> int | None:
+    """The RLIMIT_DATA of a running process, read from /proc/PID/limits."""
+    try:
+        for line in open(f"/proc/{pid}/limits", encoding="ascii"):
+            if line.startswith("Max data size"):
+                value = line.split()[3]
+                return None if value == "unlimited" else int(value)
+    except OSError:
+        return None
+    return None
+
+
+def _limit_of_run(marker, count, timeout=120) -> int | None:
+    _wait_for_marker(marker, count, timeout)
+    return _data_limit(int(marker.read_text().split()[count - 1]))
+
+
+def test_resume_applies_the_memory_limit_the_session_ran_with(tmp_path, fake_backend, write_scenario, harness_cli):
+    if not os.path.exists("/proc/self/limits"):
+        pytest.skip("needs /proc/PID/limits to see a worker's memory limit")
+    marker = tmp_path / "lim.marker"
+    path = write_scenario({
+        "name": "lim", "workload": "gemm", "params": {"size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 120, **ONE_PROCESS},
+        "backends": ["fake"], "devices": ["cpu"], "sweep": {"batch": [1, 2, 3]},
+        "options": {"fake": {"action": "sleep", "seconds": 2.0, "marker": str(marker)}},
+    })
+    db = tmp_path / "lim.db"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db), "--memory-limit", "1.5GiB"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _limit_of_run(marker, 1) == 1610612736  # the first worker runs under the limit
+    _wait_for_marker(marker, 2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    hint = re.search(r"finish with: harness (run --resume \S+ --store \S+)$", err.strip(), re.M).group(1)
+    assert "--memory-limit" not in hint  # the printed command stays short: the store knows the limit
+    session = hint.split()[2]
+    # another limit on resume would mix two machines in one session: refused, nothing run
+    code, _, refused = harness_cli("run", "--resume", session, "--store", str(db), "--memory-limit", "4GiB")
+    assert code == 2 and "1.5GiB" in refused and "Traceback" not in refused
+    assert len(marker.read_text().split()) == 2
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *hint.split()], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _limit_of_run(marker, 3) == 1610612736  # the resumed worker runs under the same limit
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert sorted(r["params"]["batch"] for r in _ok(db)) == [1, 2, 3]
+
+
+# --------------------------------------------------------------------------- damaged stores (case 3)
+def _filled_store(path, rows=150):
+    """A store of `rows` realistic records, closed (everything in the main file)."""
+    with Store(path) as store:
+        store.begin_session("olds", [{"run_key": f"k{i}"} for i in range(rows)], scenario_path=None, command="test")
+        for i in range(rows):
+            store.add({"schema_version": 1, "run_id": f"old{i}", "session_id": "olds", "run_key": f"k{i}", "status": "ok",
+                       "started_at": f"2026-11-30T00:00:{i % 60:02d}", "median": float(i), "env": {"pad": "e" * 1500}})
+
+
+def _damage(path, how):
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        if how == "empty":
+            fh.truncate(0)
+        elif how == "not_a_database":
+            fh.write(b"this is not a database" * 500)
+        elif how == "header":
+            fh.seek(100)
+            fh.write(random.Random(1).randbytes(300))
+        else:
+            page = size // 4096 - 1 if how == "last_page" else size // 4096 // 2
+            fh.seek(page * 4096)
+            fh.write(random.Random(2).randbytes(4096))
+
+
+@pytest.mark.parametrize("how", ["last_page", "middle_page", "header", "empty", "not_a_database"])
+def test_a_damaged_store_is_refused_untouched_before_any_run(tmp_path, fake_backend, write_scenario, how):
+    db = tmp_path / "old.db"
+    _filled_store(db)
+    _damage(db, how)
+    before = db.read_bytes()
+    path = _fake_scenario(write_scenario, tmp_path, 2)
+    runner = CliRunner()
+    result = runner.invoke(main, ["run", path, "--store", str(db)])
+    assert result.exit_code == 2, result.output
+    assert str(db) in result.output and "Traceback" not in result.output
+    assert ("--import" in result.output or "delete it" in result.output or "not an SQLite database" in result.output)
+    assert not (tmp_path / "s.marker").exists()  # no worker started
+    assert db.read_bytes() == before  # not one byte written
+    assert not (tmp_path / "old.db-wal").exists() and not (tmp_path / "old.db-shm").exists()
+    for args in (["results", "--store", str(db)], ["compare", "--by", "backend", "--store", str(db)]):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2 and str(db) in result.output and "Traceback" not in result.output, result.output
+    # what a damaged store still holds can be taken into a new one, row by row
+    result = runner.invoke(main, ["results", "--import", str(db), "--store", str(tmp_path / "new.db")])
+    if how in ("last_page", "middle_page"):
+        assert result.exit_code == 0, result.output
+        with Store(tmp_path / "new.db") as store:
+            saved = store.records()
+            assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert 100 <= len(saved) < 150 and all(r["session_id"] == "olds" for r in saved)
+        RELIABILITY["rows salvaged from a store with a damaged page"] += len(saved)
+    else:
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert db.read_bytes() == before
+    RELIABILITY[f"damaged stores refused untouched ({how})"] += 1
+
+
+def test_a_new_store_is_created_whole_and_an_empty_file_is_never_taken_for_one(tmp_path):
+    db = tmp_path / "new.db"
+    with Store(db) as store:
+        assert store.sessions() == []
+    assert db.stat().st_size > 0  # created whole: never a 0-byte file a crash could leave behind
+    assert not [p for p in tmp_path.iterdir() if ".creating-" in p.name]
+    (tmp_path / "touched.db").write_bytes(b"")
+    with pytest.raises(Exception) as info:
+        Store(tmp_path / "touched.db")
+    assert "0 bytes" in str(info.value) and (tmp_path / "touched.db").stat().st_size == 0
+    foreign = tmp_path / "foreign.db"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE notes (text TEXT)")
+    db.commit()
+    db.close()
+    before = foreign.read_bytes()
+    with pytest.raises(Exception) as info:
+        Store(foreign)
+    assert "not a harness store (tables: notes)" in str(info.value) and foreign.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- a result the store cannot take (cases 3, 4)
+class _FailingConnection:
+    """An sqlite3 connection whose inserts of results fail, after `after` of them, as SQLite fails
+    on a full disk or a damaged page."""
+
+    def __init__(self, db, after, error):
+        self._db, self._left, self._error = db, after, error
+
+    def execute(self, sql, *args):
+        if sql.lstrip().startswith("INSERT OR REPLACE INTO results"):
+            if self._left <= 0:
+                raise self._error
+            self._left -= 1
+        return self._db.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._db, name)
+
+
+@pytest.mark.parametrize("error, take_back", [
+    (sqlite3.OperationalError("database or disk is full"), "import"),
+    (sqlite3.DatabaseError("database disk image is malformed"), "next_run"),
+])
+def test_a_result_the_store_cannot_take_is_kept_beside_it_and_taken_back(tmp_path, fake_backend, write_scenario,
+                                                                          monkeypatch, error, take_back):
+    path = _fake_scenario(write_scenario, tmp_path, 5)
+    db = tmp_path / "f.db"
+    opened = Store._open_writable
+    with monkeypatch.context() as patch:
+        patch.setattr(Store, "_open_writable", lambda self: _FailingConnection(opened(self), 2, error))
+        result = CliRunner().invoke(main, ["run", path, "--store", str(db), "-q"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+    (side,) = [p for p in tmp_path.iterdir() if ".unsaved-" in p.name]
+    assert str(side) in result.output and "--resume" in result.output and "--import" in result.output
+    kept = json.loads(side.read_text())
+    assert len(kept["records"]) == 3 and all(r["status"] == "ok" for r in kept["records"])  # 2 stored, the 3rd not
+    assert len(kept["sessions"]) == 1 and len(kept["sessions"][0]["plan"]) == 5
+    with Store(db) as store:
+        assert len(store.records()) == 2
+        (session,) = store.sessions()
+    assert session["state"] == "failed"  # never left running
+    if take_back == "import":
+        result = CliRunner().invoke(main, ["results", "--import", str(side), "--store", str(db)])
+        assert result.exit_code == 0 and "took 1 new result(s) of 3" in result.output, result.output
+        side.unlink()
+    result = CliRunner().invoke(main, ["run", "--resume", session["session_id"], "--store", str(db), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "2 of 5 run(s) have no ok result" in result.output
+    if take_back == "next_run":
+        assert "took in 1 result(s)" in result.output and not side.exists()
+    rows = _ok(db)
+    assert sorted(r["params"]["batch"] for r in rows) == [1, 2, 3, 4, 5]
+    RELIABILITY["rows lost"] += 5 - len(rows)
+    RELIABILITY["results kept in a side file and taken back in"] += 1
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 3 MiB tmpfs (root and mount needed; skipped otherwise)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def _fill(folder):
+    """Fill a file system to the last byte."""
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (1 << 16, 1 << 12, 1):
+            try:
+                while os.write(fd, b"\0" * chunk):
+                    pass
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+def test_a_full_file_system_loses_no_result(tmp_path, fake_backend, write_scenario, harness_cli, small_filesystem):
+    path = _fake_scenario(write_scenario, tmp_path, 6, action="sleep", seconds=1.0)
+    db = small_filesystem / "full.db"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db), "-q"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_marker(tmp_path / "s.marker", 3)  # two results stored, the third run under way
+    _fill(small_filesystem)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "disk is full" in err and "Traceback" not in err
+    side = re.search(r"are kept in (\S+\.json)", err).group(1)
+    assert os.path.dirname(side) == str(tmp_path)  # nothing fits beside the store: the working folder
+    measured = len(json.loads(open(side, encoding="utf-8").read())["records"])
+    assert measured >= 3
+    code, _, refused = harness_cli("run", path, "--store", str(db))  # still full: refused before any run
+    assert code == 2 and "disk is full" in refused and "Traceback" not in refused
+    (small_filesystem / "filler").unlink()  # space again
+    code, _, err2 = harness_cli("results", "--import", side, "--store", str(db))
+    assert code == 0, err2
+    session = re.search(r"--resume (\S+)", err).group(1)
+    code, _, err2 = harness_cli("run", "--resume", session, "--store", str(db), "-q")
+    assert code == 0, err2
+    rows = _ok(db)
+    assert sorted(r["params"]["batch"] for r in rows) == [1, 2, 3, 4, 5, 6]
+    RELIABILITY["rows lost"] += 6 - len(rows)
+    RELIABILITY["sessions on a file system that filled up, completed"] += 1
+
+
+# --------------------------------------------------------------------------- signals at random moments
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "SIGINT"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_signal_at_a_random_moment_loses_no_row(tmp_path, fake_backend, write_scenario, harness_cli, sig, seed):
+    rng = random.Random(seed * 1000 + int(sig))
+    path = _fake_scenario(write_scenario, tmp_path, 4, action="sleep", seconds=0.3)
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not db.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(rng.uniform(0.0, 5.0))
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err
+    reported = len(re.findall(r"^\[\d+/\d+\] ok", err, re.M))  # each line is printed once its row is stored
+    with Store(db) as store:  # opening it marks a session whose process is gone
+        rows = store.records()
+        sessions = store.sessions()
+        assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert len(rows) >= reported
+    assert all(s["state"] != "running" for s in sessions)
+    if sig == signal.SIGINT:
+        assert proc.returncode in (0, 130), err
+        if proc.returncode == 130 and "run(s) finished" in err:
+            assert f"{len(rows)} of 4 run(s) finished" in err
+    if sessions and len(rows) < 4:
+        code, _, err = harness_cli("run", "--resume", sessions[0]["session_id"], "--store", str(db), "-q")
+        assert code == 0, err
+    elif not sessions:
+        code, _, err = harness_cli("run", path, "--store", str(db), "-q")
+        assert code == 0, err
+    rows = _ok(db)
+    assert sorted(r["params"]["batch"] for r in rows) == [1, 2, 3, 4]
+    RELIABILITY["rows lost"] += 4 - len(rows)
+    RELIABILITY[f"sessions stopped by {signal.Signals(sig).name} at a random moment, completed"] += 1

@@ -11,9 +11,14 @@ import pytest
 
 from harness.plan import RunSpec, run_key
 from harness.runner import Runner
+from harness.scenario import Measure
 from harness.store import Store
 
 from tests.conftest import RELIABILITY
+
+#: One worker process per configuration (measure.processes, where this harness has it): these tests
+#: count runs, and replicates are not what they test.
+ONE_PROCESS = {"processes": 1} if "processes" in Measure.model_fields else {}
 
 
 def spec(action="ok", timeout_s=120.0, **options) -> RunSpec:
@@ -67,6 +72,8 @@ def test_a_broken_worker_gets_its_status_and_the_next_run_succeeds(runner, actio
     assert first["status"] == status
     assert text in first["error"]
     assert second["status"] == "ok"
+    # the environment of every record, whether or not its worker wrote one (issue 13, case 10)
+    assert first["env"]["python"] and first["env"]["packages"]["numpy"]
     stored = {r["run_id"]: r["status"] for r in runner.store.records()}
     assert stored == {first["run_id"]: status, second["run_id"]: "ok"}
     RELIABILITY[f"broken workers survived ({action} -> {status}), next run ok"] += 1
@@ -78,6 +85,9 @@ def test_a_hanging_worker_times_out_and_is_stopped(runner):
     assert time.monotonic() - started < 60
     assert [r["status"] for r in outcome.records] == ["timeout", "ok"]
     assert "3 s" in outcome.records[0]["error"]
+    stopped = outcome.records[0]
+    assert stopped["env"]["python"] and stopped["env"]["captured_by"] == "runner"  # filled by the parent
+    assert stopped["median"] is None and stopped["host_peak_rss_bytes"] is None
     RELIABILITY["broken workers survived (hang -> timeout), next run ok"] += 1
 
 
@@ -101,6 +111,39 @@ def test_a_backend_that_is_not_registered_is_unsupported_without_a_worker(runner
     record = runner.execute(dataclasses.replace(spec(), backend="nonexistent"))
     assert record["status"] == "unsupported" and "nonexistent" in record["error"]
     assert record["duration_s"] == 0.0
+    assert record["env"]["python"]
+
+
+def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(tmp_path, write_scenario, harness_cli):
+    # torch's BatchNorm cannot train on a batch of one (issue 13, case 9): known at plan time
+    from harness.backend import available_backends
+
+    if not available_backends()["torch"].installed():
+        pytest.skip("torch is not installed")
+    path = write_scenario({"name": "one", "workload": "resnet50_train", "params": {"batch_size": 1, "image_size": 32},
+                           "measure": {"warmup": 0, "steps": 1, "repeats": 1, **ONE_PROCESS},
+                           "backends": ["torch"], "devices": ["cpu"]})
+    started = time.monotonic()
+    code, out, err = harness_cli("run", path, "--store", "one.db")
+    assert code == 0, err  # an answer, not a failure
+    assert time.monotonic() - started < 60
+    with Store(tmp_path / "one.db") as store:
+        (record,) = store.records()
+    assert record["status"] == "unsupported" and record["duration_s"] == 0.0  # no worker was started
+    assert "batch_size 2 or more" in record["error"] and "per channel" in record["error"]
+    assert "unsupported" in out
+
+
+def test_a_worker_can_work_under_the_smallest_memory_limit_accepted(runner):
+    # MIN_MEMORY_LIMIT is measured: a real torch worker imports and multiplies under it (issue 13, case 7)
+    from harness.commands.run import MIN_MEMORY_LIMIT
+
+    if not runner._backends["torch"].installed():
+        pytest.skip("torch is not installed")
+    at_floor = Runner(runner.store, memory_limit_bytes=MIN_MEMORY_LIMIT)
+    record = at_floor.execute(dataclasses.replace(spec(), backend="torch", options={}))
+    assert record["status"] == "ok", (record.get("error"), record.get("log_tail"))
+    assert record["host_peak_rss_bytes"] < MIN_MEMORY_LIMIT
 
 
 def test_an_unmapped_technique_value_is_unsupported(runner):
@@ -115,7 +158,7 @@ def test_an_unmapped_technique_value_is_unsupported(runner):
 def test_the_store_keeps_every_committed_row_after_the_session_is_killed(tmp_path, fake_backend, write_scenario):
     path = write_scenario({
         "name": "killme", "workload": "gemm", "params": {"size": 32},
-        "measure": {"warmup": 0, "steps": 1, "repeats": 3, "timeout_s": 600},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 3, "timeout_s": 600, **ONE_PROCESS},
         "backends": ["fake"], "devices": ["cpu"],
         "sweep": {"batch": [1, 2, 3, 4, 5, 6]},
         "options": {"fake": {"action": "sleep", "seconds": 0.3, "marker": str(tmp_path / "marker")}},
@@ -131,7 +174,12 @@ def test_the_store_keeps_every_committed_row_after_the_session_is_killed(tmp_pat
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:  # reading changes nothing: still `running`
+        assert store.sessions()[0]["state"] == "running"
+    with Store(db) as store:  # opened for writing: its process is gone, so it is marked
         rows = store.records()
+        (session,) = store.sessions()
+        assert store.abandoned == [session["session_id"]]
+    assert session["state"] == "abandoned"  # never left `running` by a process that has ended
     assert 3 <= len(rows) < 6
     assert all(r["status"] == "ok" and r["samples"] for r in rows)

@@ -5,16 +5,40 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 #: The execution modes (docs/execution.md defines each; every mode covers the whole step).
 Execution = Literal["eager", "graph", "cuda_graph", "compiled"]
 
 
+def _admits(annotation, kinds: tuple) -> bool:
+    """Whether a field's type admits one of `kinds` (itself, or a union or Literal holding one)."""
+    import typing
+
+    if annotation in kinds:
+        return True
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Literal:
+        return any(type(a) in kinds for a in args)
+    return any(_admits(a, kinds) for a in args)
+
+
 class Params(BaseModel):
-    """Base of every workload's parameter model: unknown fields are errors, values are checked."""
+    """Base of every workload's parameter model: unknown fields are errors, values are checked.
+
+    A boolean is not a number here: pydantic would take `size: true` as size 1 (bool is an int
+    subclass); every numeric parameter refuses it instead."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value, info):
+        if isinstance(value, bool):
+            field = cls.model_fields.get(info.field_name) if info.field_name else None
+            if field is not None and _admits(field.annotation, (int, float)) and not _admits(field.annotation, (bool,)):
+                raise ValueError("expected a number, not a boolean")
+        return value
 
 
 @dataclass(frozen=True)
