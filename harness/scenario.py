@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.devices import normalize_device
 from harness.errors import InputError
 from harness.workloads import WORKLOADS
+from harness.workloads.base import NumbersNotBooleans
 
 #: Largest scenario file read, in bytes.
 MAX_FILE_BYTES = 1_000_000
@@ -35,7 +36,7 @@ MAX_DOCUMENTS = 100
 #: Runs a plan may expand to unless --max-runs allows more.
 DEFAULT_MAX_RUNS = 1000
 
-class Measure(BaseModel):
+class Measure(NumbersNotBooleans):
     """The `measure:` block: how many steps are warm-up and timed, and when a run is given up."""
 
     model_config = ConfigDict(extra="forbid")
@@ -54,7 +55,7 @@ class Measure(BaseModel):
     processes: int = Field(5, ge=1, le=100)
 
 
-class CpuThreads(BaseModel):
+class CpuThreads(NumbersNotBooleans):
     """The `cpu_threads:` block: the framework's CPU thread pools, set alike on every backend (null: its default)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -63,7 +64,7 @@ class CpuThreads(BaseModel):
     inter_op: int | None = Field(None, ge=1, le=4096)
 
 
-class Capacity(BaseModel):
+class Capacity(NumbersNotBooleans):
     """The `capacity:` block: search for the largest batch_size that trains without running out of memory."""
 
     model_config = ConfigDict(extra="forbid")
@@ -73,7 +74,7 @@ class Capacity(BaseModel):
     resolution: int = Field(1, ge=1, le=1_000_000)
 
 
-class Scenario(BaseModel):
+class Scenario(NumbersNotBooleans):
     """A framework-neutral scenario, as written in a scenario file."""
 
     model_config = ConfigDict(extra="forbid")
@@ -429,10 +430,10 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise format_validation_error(exc, source) from None
-    runs = count_points(scenario) * len(scenario.backends) * len(scenario.devices)
+    runs = count_points(scenario) * len(scenario.backends) * len(scenario.devices) * scenario.measure.processes
     if runs > max_runs:
         raise InputError(
-            f"{source}: field `sweep`: expands to {runs} runs (points x backends x devices), more than the "
+            f"{source}: field `sweep`: expands to {runs} runs (points x backends x devices x processes), more than the "
             f"limit of {max_runs}; narrow the sweep or allow it with --max-runs {runs}",
             source=source,
             field="sweep",

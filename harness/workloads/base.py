@@ -23,13 +23,9 @@ def _admits(annotation, kinds: tuple) -> bool:
     return any(_admits(a, kinds) for a in args)
 
 
-class Params(BaseModel):
-    """Base of every workload's parameter model: unknown fields are errors, values are checked.
-
-    A boolean is not a number here: pydantic would take `size: true` as size 1 (bool is an int
-    subclass); every numeric parameter refuses it instead."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+class NumbersNotBooleans(BaseModel):
+    """A model whose numeric fields refuse booleans: pydantic would take `size: true` as size 1 (bool is
+    an int subclass). Workload parameters and the scenario's own blocks build on it."""
 
     @field_validator("*", mode="before")
     @classmethod
@@ -39,6 +35,13 @@ class Params(BaseModel):
             if field is not None and _admits(field.annotation, (int, float)) and not _admits(field.annotation, (bool,)):
                 raise ValueError("expected a number, not a boolean")
         return value
+
+
+class Params(NumbersNotBooleans):
+    """Base of every workload's parameter model: unknown fields are errors, values are checked,
+    booleans are not numbers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
 @dataclass(frozen=True)
