@@ -162,7 +162,8 @@ class Runner:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=worker_env(self.memory_limit_bytes, self._backends[spec.backend].worker_env(spec.options)),
+                    env=worker_env(self.memory_limit_bytes, self._backends[spec.backend].worker_env(
+                        spec.options, probe=bool(spec.measure.get("probe")))),
                     start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
                 )
                 try:
