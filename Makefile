@@ -1,5 +1,7 @@
-# Environments and tests. See docs/compat.md for the two framework pairs.
-#   make setup          current pair (torch 2.14.1, TF 2.21 + Keras 3) in .venv
+# Environments and tests. See docs/compat.md for the framework pairs.
+#   make setup          current pair in .venv: torch 2.14.1 (the registry's CUDA build), TF 2.21 CPU build + Keras 3
+#   make setup-gpu      the same with TensorFlow's GPU build (tensorflow[and-cuda]) in .venv, for NVIDIA GPUs;
+#                       afterwards setup, test and quickstart keep using it
 #   make test           the test suite in .venv (built first if needed)
 #   make env-reference  reference pair (torch 2.0.1, TF 2.12 + Keras 2.12, numpy 1.23) in .venv-ref
 #   make test-compat    the whole test suite in .venv-ref (built first if needed)
@@ -9,11 +11,25 @@ PYTHON ?= python3
 VENV ?= .venv
 REF_VENV ?= .venv-ref
 PYTEST_ARGS ?= -q
+# the pair `make setup` builds: gpu once `make setup-gpu` has built $(VENV) with it, else current
+PAIR ?= $(if $(filter pair=gpu,$(shell cat $(VENV)/.harness-env 2>/dev/null)),gpu,current)
 
-.PHONY: setup test env-reference test-compat quickstart
+# printed after setup: harness is in the venv, not on PATH
+define HOW_TO_RUN
+@echo
+@echo "harness is installed in $(VENV), not on your PATH. Run it as $(VENV)/bin/harness"
+@echo "(e.g. $(VENV)/bin/harness run quickstart), or first, in this shell: source $(VENV)/bin/activate"
+endef
+
+.PHONY: setup setup-gpu test env-reference test-compat quickstart
 
 setup:
-	PYTHON=$(PYTHON) scripts/make-env.sh $(VENV) current
+	PYTHON=$(PYTHON) scripts/make-env.sh $(VENV) $(PAIR)
+	$(HOW_TO_RUN)
+
+setup-gpu:
+	PYTHON=$(PYTHON) scripts/make-env.sh $(VENV) gpu
+	$(HOW_TO_RUN)
 
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS) tests
@@ -27,3 +43,5 @@ test-compat: env-reference
 quickstart: setup
 	$(VENV)/bin/harness run scenarios/quickstart.yaml
 	$(VENV)/bin/harness compare --by backend
+	$(HOW_TO_RUN)
+	@echo "Next: $(VENV)/bin/harness report (plots in reports/report.html), or see README.md, 'A worked example'."

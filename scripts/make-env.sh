@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Build a virtual environment holding one framework pair and harness (editable, with its test tools).
 #
-#   scripts/make-env.sh ENV_DIR PAIR        PAIR: current | reference
+#   scripts/make-env.sh ENV_DIR PAIR        PAIR: current | reference | gpu
+#
+# gpu is the current pair with TensorFlow's GPU build (`tensorflow[and-cuda]`, which brings the CUDA
+# libraries TensorFlow needs) in place of tensorflow-cpu; torch from the registry is the CUDA build
+# in every pair.
 #
 # The pair's versions come from constraints/PAIR.txt, used as a pip constraints file, so nothing
 # harness or its test tools pull in can move the frameworks or numpy. Idempotent: an environment
@@ -13,7 +17,7 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 ENV_DIR current|reference" >&2
+    echo "usage: $0 ENV_DIR current|reference|gpu" >&2
     exit 2
 }
 [ $# -eq 2 ] || usage
@@ -25,9 +29,11 @@ CONSTRAINTS="$ROOT/constraints/$PAIR.txt"
 PYTHON=${PYTHON:-python3}
 # The framework packages; their versions are pinned in the constraints file.
 FRAMEWORKS="torch torchvision tensorflow-cpu keras"
+# the GPU pair: TensorFlow's GPU build and the CUDA libraries it loads (its `and-cuda` extra)
+[ "$PAIR" = gpu ] && FRAMEWORKS="torch torchvision tensorflow[and-cuda] keras"
 # TF 2.16+ builds Keras 2 models from the separate tf_keras package (options: {tensorflow: {keras: tf_keras}});
 # TF 2.12 bundles Keras 2 as tf.keras.
-[ "$PAIR" = current ] && FRAMEWORKS="$FRAMEWORKS tf_keras"
+[ "$PAIR" != reference ] && FRAMEWORKS="$FRAMEWORKS tf_keras"
 
 mkdir -p "$ENV_DIR"
 ENV_DIR=$(cd "$ENV_DIR" && pwd)
@@ -46,7 +52,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 print(f"harness env ({sys.argv[1]}): {sys.prefix}")
 print(f"  python {sys.version.split()[0]}")
-for name in ("torch", "torchvision", "tensorflow-cpu", "keras", "tf_keras", "numpy", "harness"):
+tensorflow = "tensorflow" if sys.argv[1] == "gpu" else "tensorflow-cpu"
+for name in ("torch", "torchvision", tensorflow, "keras", "tf_keras", "numpy", "harness"):
     try:
         print(f"  {name} {version(name)}")
     except PackageNotFoundError:
@@ -97,7 +104,7 @@ for line in open(sys.argv[1], encoding="utf-8"):
     if m:
         pins[m.group(1).lower().replace("_", "-")] = m.group(2)
 bad = []
-for name in ("torch", "torchvision", "tensorflow-cpu", "keras", "tf-keras", "numpy"):
+for name in ("torch", "torchvision", "tensorflow-cpu", "tensorflow", "keras", "tf-keras", "numpy"):
     if name in pins and version(name).split("+")[0] != pins[name]:
         bad.append(f"{name} {version(name)} (pinned {pins[name]})")
 if bad:

@@ -75,8 +75,8 @@ def linked_pngs(folder: Path, markdown):
 def test_html_embeds_every_plot_as_a_png_data_uri(both):
     _, html, _ = both
     pngs = embedded_pngs(html)
-    # throughput, memory, technique speedups, gemm against peak
-    assert len(pngs) == 4
+    # torch against tensorflow, throughput, memory, gemm against peak, technique speedups
+    assert len(pngs) == 5
     assert all(png.startswith(PNG_MAGIC) for png in pngs)
     assert "<img" in html and "src=\"data:image/png;base64," in html
     assert "src=\"http" not in html and ".png\"" not in html  # self-contained
@@ -85,24 +85,26 @@ def test_html_embeds_every_plot_as_a_png_data_uri(both):
 def test_markdown_links_png_files_that_exist_beside_it(both):
     out, _, markdown = both
     pngs = linked_pngs(out, markdown)
-    assert set(pngs) == {"throughput_vs_batch_size.png", "memory_vs_batch_size.png", "technique_speedups.png",
-                         "gemm_vs_peak.png"}
+    assert set(pngs) == {"frameworks_resnet50_train.png", "resnet50_train_throughput_vs_batch_size.png",
+                         "resnet50_train_memory_vs_batch_size.png", "technique_speedups.png", "gemm_tflops_vs_peak.png"}
     assert all(png.startswith(PNG_MAGIC) for png in pngs.values())
 
 
-def test_report_with_only_gemm_skips_the_resnet_plots_with_a_line_saying_so(gemm_only):
+def test_report_with_only_gemm_and_one_backend_draws_only_its_plots_and_says_why(gemm_only):
     out, html, markdown = gemm_only
-    assert "No resnet50_train results with status ok: throughput against batch size skipped." in markdown
-    assert "throughput against batch size skipped" in html
-    assert set(linked_pngs(out, markdown)) == {"gemm_vs_peak.png", "technique_speedups.png"}  # gemm fp32 vs tf32
+    assert "gemm: only torch measured here; nothing to compare it with" in markdown
+    assert "nothing to compare it with" in html
+    assert "resnet50_train" not in markdown
+    assert set(linked_pngs(out, markdown)) == {"gemm_tflops_vs_peak.png", "technique_speedups.png"}  # fp32 vs tf32
     assert len(embedded_pngs(html)) == 2
 
 
-def test_report_with_only_resnet_skips_the_gemm_plot_with_a_line_saying_so(resnet_only):
+def test_report_with_only_resnet_has_no_gemm_section(resnet_only):
     out, html, markdown = resnet_only
-    assert "No gemm results with status ok: TFLOP/s against datasheet peak skipped." in markdown
-    assert "gemm_vs_peak.png" not in markdown
-    assert len(embedded_pngs(html)) == 3
+    assert "## gemm" not in markdown and "gemm_tflops_vs_peak.png" not in markdown
+    assert set(linked_pngs(out, markdown)) == {"frameworks_resnet50_train.png", "resnet50_train_throughput_vs_batch_size.png",
+                                               "resnet50_train_memory_vs_batch_size.png", "technique_speedups.png"}
+    assert len(embedded_pngs(html)) == 4
     assert "Only one device in these results: no device ratios." in markdown
 
 
@@ -131,7 +133,8 @@ def test_results_summary_table_has_a_row_per_record(both):
     _, _, markdown = both
     section = markdown.split("## Results", 1)[1].split("## Warnings", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ")]
-    assert len(rows) == 1 + len(records)  # header + one per record
+    assert len(rows) == 2 + len(records)  # a table per workload: its header, one row per record
+    assert "gemm, 3 result(s); every row: torch, size=4096, batch=1, execution=eager" in section
 
 
 def test_report_of_a_session_uses_only_that_session(tmp_path):

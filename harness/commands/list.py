@@ -5,22 +5,33 @@ from __future__ import annotations
 import click
 
 
+def _summary(document: dict) -> str:
+    return f"{document.get('workload', '?')}: {document.get('description', '') or ''}".strip()
+
+
 @click.command("list")
 def command() -> None:
     """List bundled scenarios, workloads, and backends with their framework versions."""
     from harness.backend import BROKEN, available_backends
     from harness.bundled import bundled_scenarios
-    from harness.scenario import read_scenario_file
+    from harness.scenario import read_scenario_documents
     from harness.workloads import WORKLOADS
 
     click.echo("Scenarios:")
     for path in bundled_scenarios():
         try:
-            data = read_scenario_file(path)
-            summary = f"{data.get('workload', '?')}: {data.get('description', '') or ''}".strip()
+            documents = read_scenario_documents(path)
         except Exception as exc:  # a broken bundled file is shown, not fatal
-            summary = f"(unreadable: {exc})"
-        click.echo(f"  {path.stem:<20} {summary}")
+            click.echo(f"  {path.stem:<20} (unreadable: {exc})")
+            continue
+        if len(documents) == 1:
+            click.echo(f"  {path.stem:<20} {_summary(documents[0])}")
+            continue
+        # a file of several scenarios (one session): each document on its own line
+        workloads = ", ".join(dict.fromkeys(str(d.get("workload", "?")) for d in documents))
+        click.echo(f"  {path.stem:<20} {len(documents)} scenarios in one session ({workloads}):")
+        for document in documents:
+            click.echo(f"  {'':<20}   {_summary(document)}")
     click.echo("Workloads:")
     for name, workload in WORKLOADS.items():
         click.echo(f"  {name:<20} {workload.description}")
