@@ -33,6 +33,11 @@ setup-gpu:
 
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS) tests
+	@# the JAX backend plugin's tests, where it is installed (scripts/make-env.sh installs it in the current pair)
+	@if $(VENV)/bin/python -c 'import importlib.metadata as m; m.version("harness-jax")' 2>/dev/null; then \
+		echo "$(VENV)/bin/python -m pytest $(PYTEST_ARGS) plugins/harness-jax/tests"; \
+		$(VENV)/bin/python -m pytest $(PYTEST_ARGS) plugins/harness-jax/tests; \
+	else echo "make test: the harness-jax plugin is not installed in $(VENV); its tests were not run"; fi
 
 env-reference:
 	PYTHON=$(PYTHON) scripts/make-env.sh $(REF_VENV) reference

@@ -40,10 +40,18 @@ ENV_DIR=$(cd "$ENV_DIR" && pwd)
 VPY="$ENV_DIR/bin/python"
 MARKER="$ENV_DIR/.harness-env"
 
+# The JAX backend, a separately installed plugin (plugins/harness-jax), with JAX's CPU wheels: in the current
+# pair only. The reference pair gets none: jax 0.10+ needs numpy 2, and TF 2.12 holds numpy below 1.24.
+JAX_PACKAGES=""
+[ "$PAIR" = current ] && JAX_PACKAGES="jax==0.10.2 jaxlib==0.10.2 flax==0.12.8 optax==0.2.8"
+
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 WANT="pair=$PAIR
 constraints=$(sha "$CONSTRAINTS")
 setup_cfg=$(sha "$ROOT/setup.cfg")"
+[ -n "$JAX_PACKAGES" ] && WANT="$WANT
+jax=$JAX_PACKAGES
+harness_jax=$(sha "$ROOT/plugins/harness-jax/pyproject.toml")"
 
 print_versions() {
     "$VPY" - "$PAIR" <<'EOF'
@@ -90,6 +98,11 @@ echo "make-env: installing the $PAIR pair and harness[dev] (constraints/$PAIR.tx
 cd "$ROOT"
 # shellcheck disable=SC2086  # FRAMEWORKS and PIP_ARGS are word lists
 "$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" $FRAMEWORKS -e ".[dev]"
+if [ -n "$JAX_PACKAGES" ]; then
+    echo "make-env: installing JAX (CPU) and the harness-jax plugin (plugins/harness-jax)"
+    # shellcheck disable=SC2086
+    "$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" $JAX_PACKAGES -e plugins/harness-jax
+fi
 
 echo "make-env: checking the environment"
 "$VPY" -m pip check || echo "make-env: warning: pip check reports the conflicts above" >&2
@@ -114,6 +127,10 @@ EOF
 for module in torch tensorflow harness.cli; do
     timeout 600 "$VPY" -c "import $module" || { echo "make-env: 'import $module' failed in $ENV_DIR" >&2; exit 1; }
 done
+if [ -n "$JAX_PACKAGES" ]; then
+    timeout 600 "$VPY" -c "import jax, flax, optax, harness_jax; print('  jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, 'harness-jax')" \
+        || { echo "make-env: importing JAX or the harness-jax plugin failed in $ENV_DIR" >&2; exit 1; }
+fi
 
 printf '%s\n' "$WANT" >"$MARKER"
 echo "make-env: $ENV_DIR is complete"

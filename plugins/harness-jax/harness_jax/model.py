@@ -1,0 +1,184 @@
+"""ResNet-50 v1.5 in Flax (linen), laid out exactly as torchvision builds it.
+
+Stride on the 3x3 conv of each bottleneck (v1.5), no conv bias, BatchNorm eps 1e-5 and momentum 0.1 in
+torch's sense (Flax, like Keras, counts momentum the other way: 0.9), a projection shortcut on the first
+block of every stage, global average pool and a linear classifier: 25,557,032 trainable parameters at 1000
+classes, torchvision's count. Initialized as torchvision initializes (Kaiming normal, fan_out, on the convs;
+PyTorch's Linear default on the classifier).
+
+`layout` is the logical dimension order of every activation: "NHWC" (channels_last, Flax's own) or "NCHW"
+(channels_first). The convolutions are jax.lax.conv_general_dilated with that order (flax.linen.Conv knows
+only NHWC), the kernels are HWIO in both, so both layouts hold the same parameters. Inside jax.jit, XLA's
+layout assignment chooses the physical layout of every buffer whatever the logical order.
+
+`dtype` is the compute dtype (bfloat16/float16 under mixed precision): parameters stay float32 and are cast
+where used; BatchNorm reduces in float32; the classifier and its logits are float32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from harness.workloads.resnet50_train import EXPANSION, STAGES
+
+#: torchvision's BatchNorm2d: eps 1e-5, momentum 0.1 (running = 0.9 * running + 0.1 * batch) = Flax's 0.9.
+BN_EPSILON = 1e-5
+BN_MOMENTUM = 0.9
+
+#: torchvision's conv init: kaiming_normal_(mode="fan_out", nonlinearity="relu").
+conv_init = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
+#: torch.nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in).
+linear_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+
+
+def channel_axis(layout: str) -> int:
+    return 1 if layout == "NCHW" else 3
+
+
+def spatial_axes(layout: str) -> tuple[int, int]:
+    return (2, 3) if layout == "NCHW" else (1, 2)
+
+
+class Conv(nn.Module):
+    """A bias-free 2-D convolution with symmetric padding (torch's padding=p) in either layout; kernel HWIO."""
+
+    features: int
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+    layout: str = "NHWC"
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x):
+        in_features = x.shape[channel_axis(self.layout)]
+        kernel = self.param("kernel", conv_init, (self.kernel, self.kernel, in_features, self.features), jnp.float32)
+        return jax.lax.conv_general_dilated(
+            x.astype(self.dtype),
+            kernel.astype(self.dtype),
+            window_strides=(self.stride, self.stride),
+            padding=((self.padding, self.padding), (self.padding, self.padding)),
+            dimension_numbers=(self.layout, "HWIO", self.layout),
+        )
+
+
+def batch_norm(layout: str, dtype, train: bool, name: str) -> nn.BatchNorm:
+    return nn.BatchNorm(use_running_average=not train, axis=channel_axis(layout), momentum=BN_MOMENTUM,
+                        epsilon=BN_EPSILON, dtype=dtype, param_dtype=jnp.float32, name=name)
+
+
+def max_pool(x, layout: str):
+    """3x3 stride-2 max pool, padded by 1 with -inf (torch's MaxPool2d(3, 2, 1))."""
+    window = (1, 1, 3, 3) if layout == "NCHW" else (1, 3, 3, 1)
+    strides = (1, 1, 2, 2) if layout == "NCHW" else (1, 2, 2, 1)
+    pad = ((0, 0), (0, 0), (1, 1), (1, 1)) if layout == "NCHW" else ((0, 0), (1, 1), (1, 1), (0, 0))
+    return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, window, strides, pad)
+
+
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck: 1x1 reduce, 3x3 (stride here: v1.5), 1x1 expand, projection when `project`."""
+
+    width: int
+    stride: int
+    project: bool
+    layout: str
+    dtype: Any
+    train: bool
+
+    @nn.compact
+    def __call__(self, x):
+        conv = lambda f, k, s, p, name: Conv(f, k, s, p, self.layout, self.dtype, name=name)  # noqa: E731
+        bn = lambda name: batch_norm(self.layout, self.dtype, self.train, name)  # noqa: E731
+        y = nn.relu(bn("bn1")(conv(self.width, 1, 1, 0, "conv1")(x)))
+        y = nn.relu(bn("bn2")(conv(self.width, 3, self.stride, 1, "conv2")(y)))
+        y = bn("bn3")(conv(self.width * EXPANSION, 1, 1, 0, "conv3")(y))
+        if self.project:
+            shortcut = bn("downsample_bn")(conv(self.width * EXPANSION, 1, self.stride, 0, "downsample_conv")(x))
+        else:
+            shortcut = x.astype(self.dtype)
+        return nn.relu(y + shortcut)
+
+
+class ResNet50(nn.Module):
+    """stem -> 16 bottleneck blocks (each recomputed in the backward pass with `recompute`) -> head.
+
+    Takes images in `layout` (float32, cast to `dtype` by the first conv), returns float32 logits.
+    """
+
+    num_classes: int = 1000
+    layout: str = "NHWC"
+    dtype: Any = jnp.float32
+    recompute: bool = False
+    train: bool = True
+
+    @nn.compact
+    def __call__(self, x):
+        x = Conv(64, 7, 2, 3, self.layout, self.dtype, name="conv1")(x)
+        x = nn.relu(batch_norm(self.layout, self.dtype, self.train, "bn1")(x))
+        x = max_pool(x, self.layout)
+        # nn.remat is jax.checkpoint for a module: the block's activations are recomputed during backward
+        block = nn.remat(Bottleneck) if self.recompute else Bottleneck
+        in_features = 64
+        for stage, (width, count, stride) in enumerate(STAGES, start=1):
+            for index in range(count):
+                first = index == 0
+                project = first and (stride != 1 or in_features != width * EXPANSION)
+                x = block(width, stride if first else 1, project, self.layout, self.dtype, self.train,
+                          name=f"layer{stage}_{index}")(x)
+                in_features = width * EXPANSION
+        x = jnp.mean(x, axis=spatial_axes(self.layout)).astype(jnp.float32)
+        fan_in = x.shape[-1]
+        bound = 1.0 / math.sqrt(fan_in)
+        bias_init = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)  # noqa: E731
+        return nn.Dense(self.num_classes, dtype=jnp.float32, param_dtype=jnp.float32, kernel_init=linear_init,
+                        bias_init=bias_init, name="fc")(x)
+
+
+def block_count() -> int:
+    return sum(count for _, count, _ in STAGES)
+
+
+def parameter_count(params) -> int:
+    """Trainable scalars: every leaf of the `params` collection (BatchNorm statistics live in `batch_stats`)."""
+    return int(sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(params)))
+
+
+def init(model: ResNet50, image_size: int, seed: int):
+    """(params, batch_stats) of `model` for images of `image_size`, from `seed`; built by jax.jit on the
+    default device (one compiled computation instead of hundreds of dispatched initializers)."""
+    shape = (1, 3, image_size, image_size) if model.layout == "NCHW" else (1, image_size, image_size, 3)
+    variables = jax.jit(model.init)(jax.random.PRNGKey(seed), jnp.zeros(shape, jnp.float32))
+    return variables["params"], variables["batch_stats"]
+
+
+def from_torchvision(state_dict: dict, num_classes: int = 1000) -> tuple[dict, dict]:
+    """(params, batch_stats) of this model from a torchvision resnet50 state_dict (numpy arrays)."""
+    def conv(name):
+        return {"kernel": np.asarray(state_dict[f"{name}.weight"]).transpose(2, 3, 1, 0)}  # OIHW -> HWIO
+
+    def bn(name):
+        return ({"scale": np.asarray(state_dict[f"{name}.weight"]), "bias": np.asarray(state_dict[f"{name}.bias"])},
+                {"mean": np.asarray(state_dict[f"{name}.running_mean"]), "var": np.asarray(state_dict[f"{name}.running_var"])})
+
+    params: dict = {"conv1": conv("conv1")}
+    stats: dict = {}
+    params["bn1"], stats["bn1"] = bn("bn1")
+    for stage, (_, count, _) in enumerate(STAGES, start=1):
+        for index in range(count):
+            ours, theirs = f"layer{stage}_{index}", f"layer{stage}.{index}"
+            p, s = {}, {}
+            for j in (1, 2, 3):
+                p[f"conv{j}"] = conv(f"{theirs}.conv{j}")
+                p[f"bn{j}"], s[f"bn{j}"] = bn(f"{theirs}.bn{j}")
+            if f"{theirs}.downsample.0.weight" in state_dict:
+                p["downsample_conv"] = conv(f"{theirs}.downsample.0")
+                p["downsample_bn"], s["downsample_bn"] = bn(f"{theirs}.downsample.1")
+            params[ours], stats[ours] = p, s
+    params["fc"] = {"kernel": np.asarray(state_dict["fc.weight"]).T, "bias": np.asarray(state_dict["fc.bias"])}
+    return params, stats
