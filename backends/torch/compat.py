@@ -137,25 +137,6 @@ def torch_compile(fn: Callable, mode: str) -> Callable:
     return torch.compile(fn, mode=mode)
 
 
-def sgd(parameters, lr: float, momentum: float, *, fused: bool) -> tuple[Any, str]:
-    """torch.optim.SGD, fused where asked and this torch has it; the API used.
-
-    With GradScaler, a fused SGD takes the scale and the inf check as device tensors, so
-    scaler.step() does not read the inf check on the host every step (its `.item()` otherwise
-    stalls the host once a step); TensorFlow's LossScaleOptimizer never syncs. `fused` arrived in
-    torch 2.4's SGD; before it the unfused step (with the sync) is used and the API says so.
-    """
-    import inspect
-
-    import torch
-
-    if fused and "fused" in inspect.signature(torch.optim.SGD).parameters:
-        return (torch.optim.SGD(parameters, lr=lr, momentum=momentum, fused=True),
-                f"torch.optim.SGD(lr={lr}, momentum={momentum}, fused=True): GradScaler.step without a host sync")
-    note = " (unfused: GradScaler.step reads its inf check on the host each step)" if fused else ""
-    return torch.optim.SGD(parameters, lr=lr, momentum=momentum), f"torch.optim.SGD(lr={lr}, momentum={momentum}){note}"
-
-
 def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True) -> Any:
     """Activation checkpointing of fn(*args), non-reentrant (recomputed during backward).
 

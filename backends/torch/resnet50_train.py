@@ -85,8 +85,12 @@ def prepare(p, device, run) -> Prepared:
     del images_np, labels_np
     # what reached the device, read back in the neutral layout: equal on two backends means equal inputs
     inputs_fingerprint = fingerprint(images.cpu().numpy(), labels.cpu().numpy())
-    optimizer, api["optimizer"] = compat.sgd(model.parameters(), p.lr, p.momentum,
-                                             fused=scaler is not None and dev.type == "cuda")
+    optimizer = torch.optim.SGD(model.parameters(), lr=p.lr, momentum=p.momentum)
+    api["optimizer"] = f"torch.optim.SGD(lr={p.lr}, momentum={p.momentum})"
+    if scaler is not None:
+        # GradScaler.step reads its inf/NaN check on the host once a step (docs/execution.md); a fused
+        # SGD that takes the check as a device tensor diverged in eager mode on an H200 (torch 2.11)
+        api["optimizer"] += "; GradScaler.step syncs the host once a step"
     api["grad_accum"] = (
         f"{p.grad_accum} micro-batches of {p.batch_size} in a Python loop, loss / {p.grad_accum}, one optimizer.step()"
         if p.grad_accum > 1
