@@ -428,3 +428,17 @@ def test_tf_handloop_benchmark_trains_the_same_model_without_harness(execution):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["trainable_parameters"] == 25_557_032  # the same ResNet-50 v1.5 as harness builds
     assert report["images_per_s"] > 0 and len(report["samples"]) == 2 and math.isfinite(report["loss_last"])
+
+
+def test_grad_accum_under_xla_rotates_each_micro_batch_and_trains_alike():
+    # the micro-batches are the same images: under XLA a loop-invariant gradient could be hoisted and
+    # computed once (seen with JAX on an H200); each is the batch rotated by its index instead
+    losses = {}
+    for accum in (1, 2):
+        result = train(grad_accum=accum, execution="compiled", measure=ONE_BLOCK)
+        assert result["status"] == "ok", result.get("error")
+        losses[accum] = result["checks"]["loss_first"]
+        if accum == 2:
+            assert "rotated by i (tf.roll)" in result["api"]["grad_accum"]
+    # the first step's loss is computed before any update: the same images give the same loss
+    assert losses[2] == pytest.approx(losses[1], rel=1e-4)

@@ -249,6 +249,7 @@ def prepare(params, dev, run) -> Prepared:
 
         ctx.warnings.append(EAGER_TRAINING)
     accum = params.grad_accum
+    rotate = params.execution == "compiled"
 
     def micro_step(x, y):
         with tf.GradientTape() as tape:
@@ -262,7 +263,12 @@ def prepare(params, dev, run) -> Prepared:
         loss, grads = micro_step(x, y)
 
         def accumulate(i, loss, grads):
-            loss, more = micro_step(x, y)
+            xi, yi = x, y
+            if rotate:
+                # under XLA: the same images in a rotated order, the same gradient up to rounding but not
+                # provably the same computation, so XLA cannot hoist it out of the loop and compute it once
+                xi, yi = tf.roll(x, i, axis=0), tf.roll(y, i, axis=0)
+            loss, more = micro_step(xi, yi)
             return i + 1, loss, [g + m for g, m in zip(grads, more)]
 
         if accum > 1:
@@ -281,6 +287,8 @@ def prepare(params, dev, run) -> Prepared:
     api["grad_accum"] = (
         f"{accum} micro-batch(es) of {params.batch_size} per optimizer update, loss / {accum}, gradients summed"
         + (" in tf.while_loop" if accum > 1 else "")
+        + ("; under XLA micro-batch i is the batch rotated by i (tf.roll), so XLA cannot compute it once"
+           if accum > 1 and rotate else "")
     )
     losses = {}
 
