@@ -47,3 +47,30 @@ class Diverged(HarnessError):
 
 class WrongResult(HarnessError):
     """A workload's correctness check failed; recorded as status `failed`."""
+
+
+def first_line(text) -> str:
+    """The first non-blank line of an error's text, at most 300 characters: the evidence a record keeps."""
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), str(text))[:300]
+
+
+def allocation_failure(exc: BaseException, types: tuple = (), messages: tuple = ()) -> str | None:
+    """Evidence that an exception, or one it was raised from, is an allocation failure; None if none is.
+
+    Walks the chain (`__cause__`, then `__context__`: compilers re-raise the original as the cause) and
+    stops at an Unsupported. A match is an instance of MemoryError, OutOfMemory or one of `types`, or
+    a text containing one of `messages`; the evidence names it with the error's first line.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, Unsupported):
+            return None
+        if isinstance(current, (MemoryError, OutOfMemory) + tuple(types)):
+            return f"{type(current).__name__}: {first_line(current)}"
+        hit = next((m for m in messages if m in str(current)), None)
+        if hit:
+            return f"{type(current).__name__} naming {hit!r}: {first_line(current)}"
+        current = current.__cause__ or current.__context__
+    return None

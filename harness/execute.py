@@ -15,7 +15,7 @@ from harness import env as env_mod
 from harness import stats
 from harness.adapter import RunInputs
 from harness.backend import Backend, RunContext, available_backends
-from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult
+from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
 from harness.measure import run_timed
 from harness.peaks import pct_of_peak, unknown_device_warning
 from harness.record import utc_now
@@ -44,16 +44,12 @@ def _error_text(exc: BaseException) -> str:
     return text if len(text) <= 2000 else text[:2000] + " ..."
 
 
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in str(text).splitlines() if line.strip()), str(text))[:300]
-
-
 def classify(exc: BaseException, backend: Backend | None) -> tuple[str, str | None]:
     """The status an exception means, and for `oom` the evidence that it was a memory failure."""
     if isinstance(exc, Unsupported):
         return "unsupported", None
     if isinstance(exc, (OutOfMemory, MemoryError)):
-        return "oom", f"{type(exc).__name__}: {_first_line(exc)}"
+        return "oom", f"{type(exc).__name__}: {first_line(exc)}"
     if isinstance(exc, Diverged):
         return "diverged", None
     if isinstance(exc, WrongResult):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from harness.devices import normalize_device
 from harness.errors import InputError
@@ -442,6 +442,14 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
     fields = set(workload.params_model.model_fields)
     from harness.backend import available_backends
 
+    options = {}
+    for key, values in scenario.options.items():
+        try:
+            name = resolve_backend(key)
+            options[name] = available_backends()[name].validate_options(values if isinstance(values, dict) else {})
+        except ValueError as exc:
+            raise InputError(f"{source}: field `options.{key}`: {exc}", source=source, field=f"options.{key}") from None
+    scenario.options = options
     renamed = {}
     for key, values in scenario.sweep.items():
         if "." in key:  # BACKEND.OPTION: sweeps one backend's option; the other backends run once
@@ -449,7 +457,7 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
             try:
                 name = resolve_backend(backend_key)
                 for value in values:
-                    available_backends()[name].validate_options({**scenario.options.get(backend_key, {}), option: value})
+                    available_backends()[name].validate_options({**options.get(name, {}), option: value})
             except ValueError as exc:
                 raise InputError(f"{source}: field `sweep.{key}`: {exc}", source=source, field=f"sweep.{key}") from None
             renamed[f"{name}.{option}"] = values
@@ -463,19 +471,6 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
             )
         renamed[key] = values
     scenario.sweep = renamed
-    options = {}
-    for key, values in scenario.options.items():
-        try:
-            name = resolve_backend(key)
-        except ValueError as exc:
-            raise InputError(f"{source}: field `options.{key}`: {exc}", source=source, field=f"options.{key}") from None
-        from harness.backend import available_backends
-
-        try:
-            options[name] = available_backends()[name].validate_options(values if isinstance(values, dict) else {})
-        except ValueError as exc:
-            raise InputError(f"{source}: field `options.{key}`: {exc}", source=source, field=f"options.{key}") from None
-    scenario.options = options
     for point in sweep_points(scenario):
         point = {k: v for k, v in point.items() if "." not in k}
         try:

@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.backend import Backend
+from harness.workloads import technique_values
 
-_EXECUTION = ("eager", "graph", "cuda_graph", "compiled")
 
 #: Messages of allocation failures that TensorFlow raises as some other error type (InternalError and
 #: friends, e.g. a GPU-to-host copy into memory that could not be allocated). GPU ones not yet seen here.
@@ -74,17 +74,9 @@ class TensorFlowBackend(Backend):
     aliases: ClassVar[tuple[str, ...]] = ("tf",)
     distributions: ClassVar[tuple[str, ...]] = ("tensorflow", "tensorflow-cpu", "tf-nightly")
     install_hint: ClassVar[str] = "pip install 'harness[tf]' (or harness[tf-cpu])"
+    #: every technique value of both workloads (harness.workloads declares them)
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        "gemm": {
-            "precision": ("fp32", "tf32", "fp16", "bf16"),
-            "execution": _EXECUTION,
-        },
-        "resnet50_train": {
-            "precision": ("fp32", "tf32", "amp_fp16", "amp_bf16"),
-            "memory_format": ("channels_first", "channels_last"),
-            "recompute": ("none", "blocks"),
-            "execution": _EXECUTION,
-        },
+        name: technique_values(name) for name in ("gemm", "resnet50_train")
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm", "resnet50_train": "backends.tensorflow.resnet50_train"}
     options_model: ClassVar[type[BaseModel]] = TensorFlowOptions

@@ -11,10 +11,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.backend import Backend
-from harness.errors import OutOfMemory, Unsupported
+from harness.workloads import technique_values
+from harness.errors import allocation_failure
 
-_PRECISION = ("fp32", "tf32", "amp_fp16", "amp_bf16")
-_EXECUTION = ("eager", "graph", "cuda_graph", "compiled")
 
 #: Messages of allocation failures that torch does not raise as OutOfMemoryError. cuDNN and cuBLAS
 #: report a failed workspace allocation near the memory limit as an internal/alloc error
@@ -65,17 +64,9 @@ class TorchBackend(Backend):
     aliases: ClassVar[tuple[str, ...]] = ("pytorch",)
     distributions: ClassVar[tuple[str, ...]] = ("torch",)
     install_hint: ClassVar[str] = "pip install 'harness[torch]'"
+    #: every technique value of both workloads (harness.workloads declares them)
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        "gemm": {
-            "precision": ("fp32", "tf32", "fp16", "bf16"),
-            "execution": _EXECUTION,
-        },
-        "resnet50_train": {
-            "precision": _PRECISION,
-            "memory_format": ("channels_first", "channels_last"),
-            "recompute": ("none", "blocks"),
-            "execution": _EXECUTION,
-        },
+        name: technique_values(name) for name in ("gemm", "resnet50_train")
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm", "resnet50_train": "backends.torch.resnet50_train"}
     options_model: ClassVar[type[BaseModel]] = TorchOptions
@@ -113,21 +104,7 @@ class TorchBackend(Backend):
         """Evidence that torch or the host ran out of memory (cuDNN/cuBLAS allocation failures too), or None."""
         from backends.torch.compat import out_of_memory_errors
 
-        oom_types = (MemoryError, OutOfMemory) + out_of_memory_errors()
-        seen: set[int] = set()
-        current: BaseException | None = exc
-        while current is not None and id(current) not in seen:  # torch.compile wraps the original error
-            seen.add(id(current))
-            if isinstance(current, Unsupported):
-                return None
-            first = next((line.strip() for line in str(current).splitlines() if line.strip()), "")[:300]
-            if isinstance(current, oom_types):
-                return f"{type(current).__name__}: {first}"
-            hit = next((m for m in OOM_MESSAGES if m in str(current)), None)
-            if hit:
-                return f"{type(current).__name__} naming {hit!r}: {first}"
-            current = current.__cause__ or current.__context__
-        return None
+        return allocation_failure(exc, out_of_memory_errors(), OOM_MESSAGES)  # torch.compile wraps the original
 
 
 __all__ = ["TorchBackend"]

@@ -17,4 +17,14 @@ def get_workload(name: str) -> Workload:
     return WORKLOADS[name]
 
 
-__all__ = ["WORKLOADS", "Workload", "get_workload"]
+def technique_values(name: str) -> dict[str, tuple]:
+    """Every value of each technique of a workload, as its parameter model allows them: what a backend
+    that maps them all declares (`Backend.workloads`)."""
+    import typing
+
+    workload = WORKLOADS[name]
+    fields = workload.params_model.model_fields
+    return {key: typing.get_args(fields[key].annotation) for key in workload.technique_baselines}
+
+
+__all__ = ["WORKLOADS", "Workload", "get_workload", "technique_values"]

@@ -11,9 +11,9 @@ import os
 from typing import Any, ClassVar
 
 from harness.backend import Backend
-from harness.errors import OutOfMemory, Unsupported
+from harness.workloads import technique_values
+from harness.errors import allocation_failure
 
-_EXECUTION = ("eager", "graph", "cuda_graph", "compiled")
 
 TF32_ON_CPU = "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
 NO_GRAPH_MODE = (
@@ -53,17 +53,9 @@ class JaxBackend(Backend):
     name: ClassVar[str] = "jax"
     distributions: ClassVar[tuple[str, ...]] = ("jax",)
     install_hint: ClassVar[str] = "pip install -e plugins/harness-jax (pulls jax, jaxlib, flax, optax)"
+    #: every technique value of both workloads (harness.workloads declares them)
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        "gemm": {
-            "precision": ("fp32", "tf32", "fp16", "bf16"),
-            "execution": _EXECUTION,
-        },
-        "resnet50_train": {
-            "precision": ("fp32", "tf32", "amp_fp16", "amp_bf16"),
-            "memory_format": ("channels_first", "channels_last"),
-            "recompute": ("none", "blocks"),
-            "execution": _EXECUTION,
-        },
+        name: technique_values(name) for name in ("gemm", "resnet50_train")
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "harness_jax.gemm", "resnet50_train": "harness_jax.resnet50_train"}
 
@@ -103,20 +95,7 @@ class JaxBackend(Backend):
 
     def out_of_memory(self, exc: BaseException) -> str | None:
         """Evidence that XLA or the host ran out of memory (RESOURCE_EXHAUSTED and allocator messages), or None."""
-        seen: set[int] = set()
-        current: BaseException | None = exc
-        while current is not None and id(current) not in seen:  # jit re-raises with the original as the cause
-            seen.add(id(current))
-            if isinstance(current, Unsupported):
-                return None
-            first = next((line.strip() for line in str(current).splitlines() if line.strip()), "")[:300]
-            if isinstance(current, (MemoryError, OutOfMemory)):
-                return f"{type(current).__name__}: {first}"
-            hit = next((m for m in OOM_MESSAGES if m in str(current)), None)
-            if hit:
-                return f"{type(current).__name__} naming {hit!r}: {first}"
-            current = current.__cause__ or current.__context__
-        return None
+        return allocation_failure(exc, (), OOM_MESSAGES)  # jit re-raises with the original as the cause
 
 
 __all__ = ["JaxBackend"]
