@@ -297,11 +297,29 @@ def _peak_precision(record: dict) -> str | None:
         return str(precision).replace("amp_", "") if precision else None
 
 
-def datasheet_ratio(name_value: str | None, name_baseline: str | None, precision: str | None) -> tuple[float | None, str | None]:
-    """Datasheet peak of one device over another for a precision, with its working; (None, None) if unknown."""
+def gpu_size(record: dict) -> dict:
+    """A record's GPU memory and SM count (they tell datasheet variants apart), from its env; None where absent."""
+    env = record.get("env") or {}
+    framework = env.get("framework") or {}
+    memory, sms = framework.get("gpu_memory_bytes"), framework.get("gpu_multiprocessors")
+    device = str(record.get("device") or "")
+    if memory is None and device.startswith("cuda:"):
+        index = int(device.split(":", 1)[1])
+        visible = str((env.get("variables") or {}).get("CUDA_VISIBLE_DEVICES") or "").split(",")
+        if index < len(visible) and visible[index].strip().isdigit():
+            index = int(visible[index])
+        memory = next((g.get("memory_total_bytes") for g in env.get("gpus") or [] if g.get("index") == index), None)
+    return {"memory_bytes": memory, "sm_count": sms}
+
+
+def datasheet_ratio(name_value: str | None, name_baseline: str | None, precision: str | None,
+                    size_value: dict | None = None, size_baseline: dict | None = None) -> tuple[float | None, str | None]:
+    """Datasheet peak of one device over another for a precision, with its working; (None, None) if unknown.
+
+    `size_*` (memory_bytes, sm_count) tell apart the variants a name alone leaves ambiguous."""
     from harness.peaks import datasheet
 
-    sheet_v, sheet_b = datasheet(name_value), datasheet(name_baseline)
+    sheet_v, sheet_b = datasheet(name_value, **(size_value or {})), datasheet(name_baseline, **(size_baseline or {}))
     if not (sheet_v and sheet_b and precision):
         return None, None
     peak_v, peak_b = sheet_v.get(precision), sheet_b.get(precision)
@@ -514,7 +532,8 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
                 precision = _peak_precision(base_records[0])
                 sheet = (None, None)
                 if len(names_b) == 1 and len(names_v) == 1:
-                    sheet = datasheet_ratio(next(iter(names_v)), next(iter(names_b)), precision)
+                    sheet = datasheet_ratio(next(iter(names_v)), next(iter(names_b)), precision,
+                                            gpu_size(value_records[0]), gpu_size(base_records[0]))
                 row.update(datasheet_ratio=sheet[0], datasheet=sheet[1])
             rows.append(row)
 

@@ -231,3 +231,16 @@ def test_compare_by_device_shows_the_a6000_4090_datasheet_ratio(precision):
     assert row["datasheet_ratio"] == pytest.approx({"fp32": 82.6 / 38.7, "tf32": 82.6 / 77.4,
                                                     "bf16": 165.2 / 154.8}[precision])
     assert f"RTX 4090 / RTX A6000 {precision}" in row["datasheet"]
+
+
+def test_compare_tells_an_ambiguous_device_name_apart_by_what_its_records_hold():
+    from harness.compare import datasheet_ratio, gpu_size
+
+    record = {"device": "cuda:1", "env": {"variables": {"CUDA_VISIBLE_DEVICES": "3,2"},
+                                          "gpus": [{"index": 2, "memory_total_bytes": 80 * 2**30}],
+                                          "framework": {"gpu_multiprocessors": 132}}}
+    assert gpu_size(record) == {"memory_bytes": 80 * 2**30, "sm_count": 132}  # cuda:1 is NVML's GPU 2
+    plain = datasheet_ratio("NVIDIA H100 80GB HBM3", "NVIDIA H100", "bf16")
+    sized = datasheet_ratio("NVIDIA H100 80GB HBM3", "NVIDIA H100", "bf16", None, gpu_size(record))
+    assert plain == (None, None)  # "NVIDIA H100" alone could be SXM, PCIe or NVL
+    assert sized[0] == pytest.approx(1.0) and "H100 SXM" in sized[1]
