@@ -41,8 +41,16 @@ class _Group(click.Group):
 def main() -> None:
     """Benchmark one framework-neutral scenario through PyTorch and TensorFlow/Keras.
 
-    Exit codes: 0 every run ok (or unsupported), 1 some run failed, timed out, ran out of
-    memory or diverged, 2 bad input.
+    \b
+    Exit codes:
+      0    every run ok (an unsupported run beside ok ones is an answer)
+      1    a run failed, timed out, ran out of memory or diverged; the store
+           failed mid-session; compare --fail-if-slower found a regression
+      2    bad input (file, field, flag), before anything runs
+      3    no run ok and none failed: every run was unsupported (such as
+           --device cuda:0 without a GPU), so nothing was measured
+      130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: finished runs
+           are kept and the message gives the --resume command
     """
 
 

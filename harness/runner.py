@@ -1,7 +1,9 @@
 """The runner: executes a plan, one worker process per run, and stores each result as it arrives.
 
 A worker that raises, crashes, exits hard or outlives its timeout becomes that run's status; the
-session goes on. The parent blocks in wait() (no busy-waiting) so it takes no core from the run.
+session goes on. The parent blocks in wait() (no busy-waiting) so it takes no core from the run: in
+slices of PROGRESS_POLL_S, between which it reads the progress events the worker appended to
+$HARNESS_PROGRESS_FILE (harness.execute.progress_writer) and hands each to `on_progress`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,41 @@ from harness.store import Store
 #: Seconds a worker gets to exit after SIGTERM before SIGKILL.
 TERM_GRACE_S = 5.0
 LOG_TAIL_CHARS = 3000
+#: Seconds the runner blocks in wait() between two reads of a worker's progress file.
+PROGRESS_POLL_S = 0.5
+
+
+class ProgressReader:
+    """New progress events of one worker: whole JSON lines appended to a file since the last read.
+
+    A line the worker is still writing is left for the next read; a line that is not a JSON object
+    is skipped (progress is a courtesy: it never fails a run).
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._offset = 0
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self._offset += end + 1
+        events = []
+        for line in data[:end].splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and isinstance(event.get("phase"), str):
+                events.append(event)
+        return events
 
 
 class Interrupted(Exception):
@@ -117,12 +154,16 @@ class Runner:
         *,
         on_start: Callable | None = None,
         on_result: Callable | None = None,
+        on_progress: Callable | None = None,
         memory_limit_bytes: int | None = None,
     ):
         self.store = store
         self.memory_limit_bytes = memory_limit_bytes
         self.on_start = on_start or (lambda i, n, spec: None)
         self.on_result = on_result or (lambda i, n, record: None)
+        #: on_progress(spec, event): each progress event of the running worker (`phase` first_step,
+        #: warmup or block, with its figures; see harness.measure.run_timed), as it arrives.
+        self.on_progress = on_progress or (lambda spec, event: None)
         self._backends = available_backends()
 
     def static_status(self, spec: RunSpec) -> tuple[str, str] | None:
@@ -155,26 +196,27 @@ class Runner:
             spec_path = Path(tmp, "spec.json")
             result_path = Path(tmp, "result.json")
             log_path = Path(tmp, "worker.log")
+            progress = ProgressReader(Path(tmp, "progress.jsonl"))
             spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
+            env = worker_env(self.memory_limit_bytes, self._backends[spec.backend].worker_env(
+                spec.options, probe=bool(spec.measure.get("probe"))))
+            env["HARNESS_PROGRESS_FILE"] = str(progress.path)
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "harness.worker", str(spec_path), str(result_path)],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=worker_env(self.memory_limit_bytes, self._backends[spec.backend].worker_env(
-                        spec.options, probe=bool(spec.measure.get("probe")))),
+                    env=env,
                     start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
                 )
                 try:
-                    proc.wait(timeout=spec.timeout_s)
-                    timed_out = False
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    _kill_group(proc)
+                    timed_out = not self._wait(proc, spec, progress)
                 except BaseException:
                     _kill_group(proc)
                     raise
+                if timed_out:
+                    _kill_group(proc)
             if result_path.exists():  # written atomically: complete if it is there at all
                 record.update(json.loads(result_path.read_text(encoding="utf-8")))
                 if timed_out:  # measured and written, then stuck on its way out: keep what it measured
@@ -195,6 +237,32 @@ class Runner:
                     record["log_tail"] = tail
         record["duration_s"] = time.perf_counter() - started
         return record
+
+    def _wait(self, proc: subprocess.Popen, spec: RunSpec, progress: ProgressReader) -> bool:
+        """Block until the worker exits (True) or its timeout passes (False), reading its progress
+        between slices of PROGRESS_POLL_S. The timeout counts from the start, as one wait() would."""
+        deadline = time.monotonic() + spec.timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._report(spec, progress)
+                return proc.poll() is not None  # it may have left just as its time ran out
+            try:
+                proc.wait(timeout=min(PROGRESS_POLL_S, left))
+            except subprocess.TimeoutExpired:
+                self._report(spec, progress)
+                continue
+            self._report(spec, progress)  # what it wrote before it left
+            return True
+
+    def _report(self, spec: RunSpec, progress: ProgressReader) -> None:
+        for event in progress.read():
+            try:
+                self.on_progress(spec, event)
+            except Interrupted:  # a signal that arrived while the event was shown
+                raise
+            except Exception:  # noqa: BLE001 - a display that fails must not fail the run
+                pass
 
     def run(self, plan: list[RunSpec]) -> SessionOutcome:
         """Execute every spec in order, storing each record as it arrives.

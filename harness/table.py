@@ -1,10 +1,31 @@
-"""Plain-text tables of result records, for the terminal."""
+"""Plain-text tables of result records, for the terminal.
+
+A table fits the terminal (`COLUMNS`, else the terminal's width, else DEFAULT_WIDTH): a column whose
+value is the same in every row moves to a header line above the table (`every row: device=cpu,
+...`), a column empty in every row is left out, long notes are shortened, and if it is still too
+wide the least needed columns are left out, saying which. `wide=True` prints everything.
+"""
 
 from __future__ import annotations
 
 import numbers
+import re
+import shutil
+from dataclasses import dataclass, field
 
 GiB = 1024**3
+#: Width of a table printed where there is no terminal to ask and `COLUMNS` is not set (a pipe, a file).
+DEFAULT_WIDTH = 120
+#: A shortened column keeps at least this many characters before optional columns are left out ...
+MIN_SHORTENED = 32
+#: ... and at least this many once they are.
+MIN_SHORTENED_HARD = 16
+#: Between two columns.
+GAP = "  "
+#: Marks a shortened cell.
+ELLIPSIS = "..."
+#: Where a CI cannot be given (one sample): said, not drawn as a zero-width interval.
+NO_CI = "n/a"
 
 
 def _missing(value) -> bool:
@@ -29,8 +50,46 @@ def _fmt(value, digits=4) -> str:
     return str(value)
 
 
+def cell(value) -> str:
+    """Any value as table text: a dash for a missing one, integers as integers (`1024`, never
+    `1024.0`, also where pandas made a column of integers float), other numbers to 4 digits."""
+    if _missing(value):
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell(v) for v in value)
+    return str(value)
+
+
 def _bytes(value) -> str:
     return "-" if _missing(value) else f"{float(value) / GiB:.2f} GiB"
+
+
+def _samples(record: dict) -> int | None:
+    samples = record.get("samples")
+    if isinstance(samples, (list, tuple)):
+        return len([s for s in samples if not _missing(s)])
+    return None
+
+
+def ci_text(record: dict) -> str:
+    """` [low, high]`, ` [n/a]` for a figure from one sample (its bootstrap interval has no width:
+    nothing to say about the spread), or '' where no interval was computed."""
+    low, high = record.get("ci_low"), record.get("ci_high")
+    if _missing(low) or _missing(high):
+        return ""
+    n = _samples(record)
+    if n is not None and n < 2 or (n is None and low == high):
+        return f" [{NO_CI}]"
+    return f" [{_fmt(low)}, {_fmt(high)}]"
 
 
 def varying_params(records: list[dict]) -> list[str]:
@@ -53,14 +112,11 @@ def summary_rows(records: list[dict], params: list[str] | None = None) -> list[d
         row["status"] = r.get("status")
         median = r.get("median")
         if not _missing(median):
-            ci = ""
-            if not _missing(r.get("ci_low")) and not _missing(r.get("ci_high")):
-                ci = f" [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
-            row["median [95% CI]"] = f"{_fmt(median)}{ci}"
+            row["median [95% CI]"] = f"{_fmt(median)}{ci_text(r)}"
         else:  # not measured (a timeout, a failure): a dash, no unit, no interval
             row["median [95% CI]"] = "-"
         row["unit"] = r.get("unit") if not _missing(median) else ""
-        row["cv"] = f"{float(r['cv']):.1%}" if not _missing(r.get("cv")) else "-"
+        row["cv"] = f"{float(r['cv']):.1%}" if not _missing(r.get("cv")) and (_samples(r) or 2) >= 2 else "-"
         step = r.get("step_time_s")
         row["step ms"] = _fmt(float(step) * 1000) if not _missing(step) and step else "-"
         row["first step s"] = _fmt(r.get("first_step_s"), 3)
@@ -75,17 +131,194 @@ def summary_rows(records: list[dict], params: list[str] | None = None) -> list[d
     return rows
 
 
-def render(rows: list[dict]) -> str:
-    """Rows as an aligned text table (pandas formatting, left-aligned notes)."""
-    import pandas as pd
+def result_rows(records: list[dict]) -> list[dict]:
+    """The terminal's rows of records: session, scenario, workload, backend (with its non-default
+    options), device and its name, every parameter (image size included), then summary_rows' figures."""
+    from harness.compare import backend_variant
 
+    names = list(dict.fromkeys(k for r in records for k in (r.get("params") or {})))
+    rows = []
+    for record, row in zip(records, summary_rows(records, params=names)):
+        row.pop("backend", None)
+        row.pop("device", None)
+        lead = {"session": record.get("session_id"), "scenario": record.get("scenario"),
+                "workload": record.get("workload"), "backend": backend_variant(record),
+                "device": record.get("device"), "device name": record.get("device_name")}
+        rows.append({**lead, **row})
+    return rows
+
+
+# --------------------------------------------------------------------------- fitting the terminal
+def terminal_width() -> int:
+    """`COLUMNS`, else the terminal's width, else DEFAULT_WIDTH (standard output is not a terminal)."""
+    return max(20, shutil.get_terminal_size(fallback=(DEFAULT_WIDTH, 24)).columns)
+
+
+@dataclass
+class Fitted:
+    """A table laid out for a width: the values every row shares, the text, and what was cut."""
+
+    common: dict[str, str] = field(default_factory=dict)
+    text: str = ""
+    shortened: list[str] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)
+    width: int = DEFAULT_WIDTH
+
+    def footer(self) -> str | None:
+        """One line saying what the table does not show in full, or None."""
+        parts = []
+        if self.shortened:
+            parts.append(f"{', '.join(self.shortened)} shortened")
+        if self.hidden:
+            parts.append(f"columns left out: {', '.join(self.hidden)}")
+        if not parts:
+            return None
+        import textwrap
+
+        text = f"({'; '.join(parts)} to fit {self.width} columns; --wide shows everything)"
+        return "\n".join(textwrap.wrap(text, width=max(20, self.width), subsequent_indent=" ", break_long_words=False))
+
+
+_NUMBER = re.compile(r"[-+<]?(\d[\d,]*)?\.?\d+(e[-+]?\d+)?%?")
+
+
+def _right_aligned(cells: list[str]) -> bool:
+    """Numbers (a cell led by one: `0.5 [0.4, 0.6]`, `0.62 GiB`, `5 vs 5`) align right, text left."""
+    shown = [c for c in cells if c not in ("-", "")]
+    return bool(shown) and all(_NUMBER.fullmatch(c.split(" ", 1)[0]) for c in shown)
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - len(ELLIPSIS))].rstrip() + ELLIPSIS
+
+
+def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=(), required=(),
+        shorten=("notes", "warnings"), optional=(), last_resort=(), move: bool = True) -> Fitted:
+    """Lay `rows` out for `width` columns (default: terminal_width()).
+
+    Not `wide`: columns empty in every row are left out (except the `required` ones); with `move`,
+    a column (not in `keep` or `required`) whose value is the same in every row goes to `common`;
+    the `shorten` columns are cut to fit in their order (each to at least MIN_SHORTENED
+    characters); then the `optional` columns are left
+    out in their order, and the `shorten` columns cut further, to their own floor (`shorten` may map
+    each to its floor; MIN_SHORTENED_HARD otherwise), and last the `last_resort` columns (or groups
+    of columns) left out, until the table fits. `wide`: every column in full.
+    """
+    width = terminal_width() if width is None else int(width)
+    out = Fitted(width=width)
     if not rows:
+        out.text = "(no results)"
+        return out
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    cells = {c: [cell(row.get(c)) if not isinstance(row.get(c), str) else row.get(c) for row in rows] for c in columns}
+    if not wide:
+        for c in list(columns):
+            values = cells[c]
+            if c in required:
+                continue
+            if all(v in ("-", "") for v in values):
+                columns.remove(c)
+            elif move and c not in keep and len(set(values)) == 1:
+                out.common[c] = values[0]
+                columns.remove(c)
+    full = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
+    sizes = dict(full)
+
+    def total() -> int:
+        return sum(sizes[c] for c in columns) + len(GAP) * (len(columns) - 1)
+
+    floors = dict(shorten) if isinstance(shorten, dict) else {c: MIN_SHORTENED_HARD for c in shorten}
+
+    def cut(least: int | None) -> None:
+        """Shorten the `shorten` columns in their order, each down to `least` (None: its own floor),
+        until the table fits."""
+        sizes.update(full)
+        for c in floors:
+            over = total() - width
+            if over <= 0:
+                return
+            if c in columns:
+                floor = max(len(c), floors[c] if least is None else max(least, floors[c]))
+                sizes[c] = min(sizes[c], max(floor, sizes[c] - over))
+
+    if not wide:
+        cut(MIN_SHORTENED)
+        for c in optional:  # the least needed columns go before the notes shrink below MIN_SHORTENED
+            if total() <= width:
+                break
+            if c in columns:
+                columns.remove(c)
+                out.hidden.append(c)
+                cut(MIN_SHORTENED)
+        cut(None)
+        for group in last_resort:  # a name, or names that go together (two sides of one figure)
+            if total() <= width:
+                break
+            for c in [group] if isinstance(group, str) else group:
+                if c in columns:
+                    columns.remove(c)
+                    out.hidden.append(c)
+            cut(None)
+        out.shortened = [c for c in columns if sizes[c] < full[c]]
+
+    lines = []
+    align = {c: _right_aligned(cells[c]) for c in columns}
+    for values in [list(columns)] + [[cells[c][i] for c in columns] for i in range(len(rows))]:
+        parts = []
+        for c, v in zip(columns, values):
+            v = _shorten(v, sizes[c])
+            parts.append(v.rjust(sizes[c]) if align[c] else v.ljust(sizes[c]))
+        lines.append(GAP.join(parts).rstrip())
+    out.text = "\n".join(lines)
+    return out
+
+
+def wrap(items: list[str], width: int | None = None, *, lead: str = "", sep: str = ", ") -> str:
+    """`lead` and the items joined by `sep`, wrapped to the width between items (an item is never
+    split: `device name=AMD EPYC` stays whole), continuation lines indented."""
+    width = max(20, terminal_width() if width is None else width)
+    lines, line = [], lead
+    for i, item in enumerate(items):
+        piece = item + (sep.rstrip() if i < len(items) - 1 else "")
+        if line.strip() and len(line) + len(piece) > width:
+            lines.append(line.rstrip())
+            line = "  "
+        line += piece + (" " if i < len(items) - 1 else "")
+    lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def describe(common: dict, width: int | None = None, *, lead: str = "every row: ") -> str | None:
+    """`every row: key=value, ...` wrapped to the width, or None when nothing is common."""
+    if not common:
+        return None
+    return wrap([f"{k}={v}" for k, v in common.items()], width, lead=lead)
+
+
+#: Columns of the results table that stay in it even when every row has the same value (the figures).
+RESULT_KEEP = ("backend", "median [95% CI]", "unit", "cv", "step ms", "first step s", "peak alloc", "host rss", "notes")
+#: ... and that stay even when they are empty.
+RESULT_REQUIRED = ("backend", "median [95% CI]")
+#: Columns of the results table left out first when it is too wide for the terminal.
+RESULT_OPTIONAL = ("host rss", "first step s", "peak alloc", "device name", "scenario", "step ms", "cv")
+
+
+def results_text(records: list[dict], *, width: int | None = None, wide: bool = False) -> str:
+    """The results table for the terminal: what every row shares on a line above it, the table,
+    and a line saying what was shortened or left out."""
+    if not records:
         return "(no results)"
-    frame = pd.DataFrame(rows).fillna("-")
-    with pd.option_context("display.max_colwidth", 160, "display.width", 250, "display.max_columns", 50):
-        return frame.to_string(index=False)
+    fitted = fit(result_rows(records), width=width, wide=wide, keep=RESULT_KEEP, required=RESULT_REQUIRED, shorten=("notes",),
+                 optional=RESULT_OPTIONAL)
+    parts = [describe(fitted.common, fitted.width), fitted.text, fitted.footer()]
+    return "\n".join(p for p in parts if p)
 
 
-def summary_table(records: list[dict]) -> str:
+def render(rows: list[dict]) -> str:
+    """Rows as an aligned text table, every column in full (left-aligned text, right-aligned numbers)."""
+    return fit(rows, wide=True).text
+
+
+def summary_table(records: list[dict], *, width: int | None = None, wide: bool = False) -> str:
     """The summary table printed at the end of `harness run` and by `harness results`."""
-    return render(summary_rows(records))
+    return results_text(records, width=width, wide=wide)

@@ -56,10 +56,42 @@ def test_exit_0_when_all_ok_and_1_when_a_run_failed(tmp_path, fake_backend, writ
     assert "planted failure" in out and "1 of 1 run(s) did not succeed" in err
 
 
-def test_unsupported_is_an_answer_not_a_failure(tmp_path, fake_backend, write_scenario, harness_cli):
-    code, out, err = harness_cli("run", _fake(write_scenario, tmp_path, "unsupported"), "--store", "u.db")
-    assert code == 0, err
+def test_unsupported_is_an_answer_not_a_failure_but_a_session_that_measured_nothing_exits_3(
+        tmp_path, fake_backend, write_scenario, harness_cli):
+    mixed = write_scenario({
+        "name": "mixed", "workload": "gemm", "params": {"size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 60, **ONE_PROCESS},
+        "backends": ["fake"], "devices": ["cpu"], "sweep": {"fake.action": ["ok", "unsupported"]},
+    }, name="mixed.yaml")
+    code, out, err = harness_cli("run", mixed, "--store", "u.db", "--wide")
+    assert code == 0, err  # an unsupported combination beside an ok run is an answer
     assert "unsupported" in out and "planted: no such technique here" in out
+    code, out, err = harness_cli("run", _fake(write_scenario, tmp_path, "unsupported"), "--store", "u.db")
+    assert code == 3, err  # nothing was measured: a CI job must not pass
+    assert "unsupported" in out and "planted: no such technique here" in out
+    assert "no run was ok" in err and "nothing was measured" in err
+    code, out, err = harness_cli("run", _fake(write_scenario, tmp_path, "raise"), "--store", "u.db")
+    assert code == 1  # a failure is a failure, measured or not
+
+
+def test_a_device_that_is_not_there_exits_3(tmp_path, write_scenario, harness_cli):
+    from harness import nvml
+
+    pytest.importorskip("torch")
+    if nvml.gpus():
+        pytest.skip("this machine has a GPU")
+    path = write_scenario({"name": "nogpu", "workload": "gemm", "params": {"size": 32},
+                           "measure": {"warmup": 0, "steps": 1, "repeats": 2, **ONE_PROCESS}, "backends": ["torch"]})
+    code, out, err = harness_cli("run", path, "--device", "cuda:0", "--store", "g.db")
+    assert code == 3, err
+    assert "unsupported" in out and "nothing was measured" in err
+
+
+def test_help_lists_every_exit_code():
+    text = _invoke("--help").output
+    for code in ("0 ", "1 ", "2 ", "3 ", "130", "143"):
+        assert f"  {code}" in text or f" {code} " in text, code
+    assert "unsupported" in text and "--resume" in text
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, fake_backend, write_scenario, harness_cli):
@@ -313,3 +345,88 @@ def test_results_json_can_be_imported_into_another_store(tmp_path, fake_backend,
         assert result.exit_code == 0 and expected in result.output, result.output
     with Store(tmp_path / "a.db") as a, Store(tmp_path / "b.db") as b:
         assert a.records() == b.records()
+
+
+# --------------------------------------------------------------------------- issue 14: CLI edges
+def test_max_runs_counts_the_runs_backend_and_device_leave(tmp_path):
+    # graph_capture: 12 configurations x 2 backends x 5 processes = 120 runs; torch's alone are 60
+    result = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "9", "--backend", "torch",
+                     "--store", str(tmp_path / "g.db"))
+    assert result.exit_code == 2
+    assert "the plan has 60 runs" in result.output and "120" not in result.output
+    assert "12 configuration(s)" in result.output and "measure.processes" in result.output
+    assert "--max-runs 60" in result.output
+    allowed = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "60", "--backend", "torch")
+    assert allowed.exit_code == 0 and "plan: 60 run(s)" in allowed.output
+    both = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "60")
+    assert both.exit_code == 2 and "120 runs" in both.output
+    one_device = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "60", "--backend", "torch",
+                         "--device", "cpu", "--set", "measure.processes=1")
+    assert one_device.exit_code == 0 and "plan: 12 run(s)" in one_device.output
+    assert not (tmp_path / "g.db").exists()
+
+
+def _capacity(write_scenario, name="cap.yaml", **extra):
+    return write_scenario({
+        "name": "cap", "workload": "resnet50_train", "params": {"batch_size": 2, "image_size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120, **ONE_PROCESS},
+        "backends": ["fake"], "devices": ["cpu"], "options": {"fake": {"action": "oom_above", "limit": 37}}, **extra,
+    }, name=name)
+
+
+def test_capacity_flags_override_the_file_and_a_resume_keeps_them(tmp_path, fake_backend, write_scenario):
+    db = tmp_path / "cap.db"
+    path = _capacity(write_scenario, capacity={"start": 1, "limit": 1024, "resolution": 1})
+    result = _invoke("run", path, "--find-max-batch", "--capacity-start", "4", "--capacity-limit", "64",
+                     "--capacity-resolution", "4", "--store", str(db), "-q")
+    assert result.exit_code == 0, result.output
+    with Store(db) as store:
+        rows = store.records()
+        (session,) = store.sessions()
+        stored = store.session(session["session_id"])
+    (record,) = [r for r in rows if r["metric"] == "max_batch_size"]
+    probes = [p["params"]["batch_size"] for p in rows if p.get("probe_of")]
+    assert probes[0] == 4 and max(probes) == 64  # started at 4, never beyond the limit
+    assert record["checks"]["search"] == "doubling from 4, then bisection to within 4; limit 64"
+    assert 33 <= record["median"] <= 37  # within the resolution of the true limit, 37
+    assert all(entry["capacity"] == {"start": 4, "limit": 64, "resolution": 4} for entry in stored["plan"])
+    assert stored["settings"]["capacity_start"] == 4 and stored["settings"]["capacity_resolution"] == 4
+    sid = session["session_id"]
+    refused = _invoke("run", "--resume", sid, "--capacity-start", "8", "--store", str(db), "--dry-run")
+    assert refused.exit_code == 2 and "--capacity-start 8" in refused.output and "start 4" in refused.output
+    same = _invoke("run", "--resume", sid, "--capacity-start", "4", "--store", str(db), "--dry-run")
+    assert same.exit_code == 0, same.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--capacity-start", "4"], "--capacity-start: only with --find-max-batch"),
+    (["--find-max-batch", "--capacity-start", "64", "--capacity-limit", "32"], "--capacity-limit 32 is below the start"),
+    (["--find-max-batch", "--capacity-start", "0"], "--capacity-start"),
+    (["--find-max-batch", "--capacity-limit", "99999999"], "--capacity-limit 99999999"),
+])
+def test_bad_capacity_flags_exit_2_before_anything_is_written(tmp_path, fake_backend, write_scenario, args, message):
+    db = tmp_path / "c.db"
+    result = _invoke("run", _capacity(write_scenario), *args, "--store", str(db))
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not db.exists()
+
+
+def test_a_capacity_start_that_cannot_train_is_refused_naming_it(tmp_path, write_scenario):
+    from harness.backend import available_backends
+
+    if not available_backends()["torch"].installed():
+        pytest.skip("torch is not installed")
+    db = tmp_path / "t.db"
+    base = {"name": "cap1", "workload": "resnet50_train", "params": {"batch_size": 8, "image_size": 32},
+            "measure": {"warmup": 0, "steps": 1, "repeats": 1, **ONE_PROCESS}, "backends": ["torch"], "devices": ["cpu"]}
+    flag = _invoke("run", write_scenario(base), "--find-max-batch", "--capacity-start", "1", "--store", str(db))
+    assert flag.exit_code == 2 and "--capacity-start 1" in flag.output
+    assert "torch on cpu cannot train" in flag.output and "per channel" in flag.output
+    in_file = write_scenario({**base, "capacity": {"start": 1}}, name="file.yaml")
+    from_file = _invoke("run", in_file, "--store", str(db))
+    assert from_file.exit_code == 2 and "cap1: capacity.start 1" in from_file.output and "per channel" in from_file.output
+    assert not db.exists()  # refused before anything ran or was written
+    # the default start moves to the first batch every configuration can train at, and says so
+    default = _invoke("run", write_scenario(base, name="d.yaml"), "--find-max-batch", "--dry-run")
+    assert default.exit_code == 0, default.output
+    assert "the capacity search starts at batch_size=2, not 1" in default.output

@@ -35,13 +35,16 @@ def _plain(value):
 @click.option("--min-effect", "min_effect", type=float, default=None, metavar="PCT",
               help="The smallest change called faster or slower, in percent (default 2).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fmt) -> None:
+@click.option("--wide", is_flag=True,
+              help="Every column and every warning in full, however wide (the table fits the terminal otherwise).")
+def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fmt, wide) -> None:
     """Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.
 
     Each stored run is one worker process and gives one sample (its median); a verdict needs at
     least 4 processes a side (`measure.processes`, 5 by default), p < 0.05, a CI excluding 1 and a
     change of at least --min-effect. After a --by backend table, one line per backend names its
-    fastest configuration.
+    fastest configuration. The table fits the terminal ($COLUMNS, else its width): what every row
+    shares is said on the line above it and long warnings are shortened; --wide prints everything.
     """
     from harness.compare import (
         MIN_EFFECT_PCT, compare, describe_common, describe_fastest, display_rows, fail_if_slower,
@@ -83,10 +86,8 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
             click.echo(describe_common(common) + "\n")
             click.echo(markdown_table(rows))
         else:
-            from harness.table import render
-
-            click.echo(describe_common(common))
-            click.echo(render(rows))
+            for line in table_lines(table, common, rows, wide=wide):
+                click.echo(line)
         for note in table_notes(table):
             click.echo(note)
         if "backend" in by:
@@ -107,6 +108,49 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
             click.echo(f"{len(regressed)} row(s) slower by more than {fail_pct:g}%", err=True)
             click.get_current_context().exit(1)
         click.echo(f"no row slower by more than {fail_pct:g}%", err=True)
+
+
+#: Columns of the comparison that stay in the table even when every row has the same value.
+COMPARE_KEEP = ("baseline", "value", "baseline median", "median", "ratio [95% CI]", "change", "p", "verdict", "warnings")
+#: Left out first when the table is too wide for the terminal.
+COMPARE_OPTIONAL = ("change",)
+#: ... and, once the warnings and verdicts are as short as they get, these (the ratio says it).
+COMPARE_LAST_RESORT = (("baseline median", "median"), "p")
+
+
+def table_lines(table, common: dict, rows: list[dict], *, wide: bool = False, width: int | None = None) -> list[str]:
+    """The comparison for the terminal: `compared: ...; every row: ...` (what the rows share,
+    wrapped), the table fitted to the width, and a line saying what it shortened or left out.
+
+    Integers stay integers (`size=1024`, also where pandas made the column float); a ratio without
+    an interval (one process against several, or one timed block) says `[n/a]`.
+    """
+    from harness.compare import CI_WITHIN, DATASHEET_COLUMNS, RESULT_COLUMNS
+    from harness.table import cell, describe, fit
+
+    raw = table.to_dict(orient="records") if hasattr(table, "to_dict") else list(table)
+    shown = []
+    for source, row in zip(raw, rows):
+        row = dict(row)
+        for key in row:  # the match fields as they were, not through compare's number format
+            if key in source and key not in RESULT_COLUMNS and key not in DATASHEET_COLUMNS and key != "verdict":
+                row[key] = cell(source[key])
+        ratio = row.get("ratio [95% CI]")
+        if ratio and ratio != "-" and "[" not in ratio:
+            row["ratio [95% CI]"] = f"{ratio} [n/a]"
+        shown.append(row)
+    compared = common.get("compared")
+    rest = {k: cell(v) for k, v in common.items() if k != "compared"}
+    fitted = fit(shown, width=width, wide=wide, keep=COMPARE_KEEP, required=COMPARE_KEEP[:-1], shorten={"warnings": 16, "verdict": 32},
+                 optional=COMPARE_OPTIONAL, last_resort=COMPARE_LAST_RESORT)
+    shared = {**rest, **fitted.common}
+    head = f"compared: {compared}"
+    if shared:
+        head = describe(shared, 10**9 if wide else fitted.width, lead=f"{head}; every row: ")
+    lines = [head, fitted.text]
+    if fitted.footer():
+        lines.append(fitted.footer())
+    return lines
 
 
 def _where(row: dict, common: dict) -> str:
