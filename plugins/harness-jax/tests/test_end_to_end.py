@@ -75,16 +75,17 @@ def test_gemm_through_torch_tensorflow_and_jax_multiplies_the_same_numbers(tmp_p
     assert jax_record["env"]["framework"]["variables"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
 
 
-def test_a_mode_jax_cannot_run_is_unsupported_and_exit_0(tmp_path):
+def test_a_mode_jax_cannot_run_is_unsupported_with_its_reason(tmp_path):
     scenario = {"name": "no-graph", "workload": "gemm", "params": {"size": 32},
                 "measure": {"warmup": 0, "steps": 1, "repeats": 1, **ONE_PROCESS},
-                "backends": ["jax"], "devices": ["cpu"], "sweep": {"execution": ["graph", "cuda_graph"]}}
+                "backends": ["jax"], "devices": ["cpu"], "sweep": {"execution": ["eager", "graph", "cuda_graph"]}}
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
     code, out, err = harness(tmp_path, "run", str(path), "--store", "g.db", env=plugin_env())
-    assert code == 0, err  # unsupported is an answer, not a failure
+    assert code == 0, err  # unsupported is an answer, not a failure (one run measured: exit 0)
     with Store(tmp_path / "g.db") as store:
         records = {r["params"]["execution"]: r for r in store.records()}
+    assert records["eager"]["status"] == "ok", records["eager"]["error"]
     assert records["graph"]["status"] == "unsupported" and "JAX has no `graph` mode" in records["graph"]["error"]
     assert records["cuda_graph"]["status"] == "unsupported" and "command buffers" in records["cuda_graph"]["error"]
 
