@@ -291,8 +291,9 @@ class Runner:
 
 
 @contextlib.contextmanager
-def trap_signals():
-    """Turn SIGINT and SIGTERM into Interrupted for the duration (main thread only)."""
+def trap_signals(handler=None):
+    """Turn SIGINT and SIGTERM into Interrupted for the duration (main thread only); with `handler`
+    (signal.SIG_IGN, say), handle them that way instead."""
 
     def _raise(signum, frame):
         raise Interrupted(signum)
@@ -300,7 +301,7 @@ def trap_signals():
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            previous[sig] = signal.signal(sig, _raise)
+            previous[sig] = signal.signal(sig, handler if handler is not None else _raise)
         except ValueError:  # not the main thread
             pass
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shlex
 import signal
@@ -214,22 +213,6 @@ def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> lis
             loose[entry.get("run_key")] -= 1
             done[i] = True
     return [not d for d in done]
-
-
-@contextlib.contextmanager
-def _signals_ignored():
-    """SIGINT/SIGTERM ignored while a session is being closed (main thread only)."""
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous[sig] = signal.signal(sig, signal.SIG_IGN)
-        except ValueError:
-            pass
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _mark(store, session_id: str, state: str) -> bool:
@@ -540,7 +523,7 @@ def _command(scenario_file, backends, devices, overrides, store_path, timeout, m
     from harness.errors import InputError
     from harness.plan import RunSpec, build_plan, new_id
     from harness.runner import Runner
-    from harness.scenario import DEFAULT_MAX_RUNS, load_scenarios
+    from harness.scenario import DEFAULT_MAX_RUNS
     from harness.store import Store, default_store_path, owner_alive, read_importable
     from harness.workloads import WORKLOADS
 
@@ -767,7 +750,9 @@ def _finish(store, session_id, plan, outcome, wide: bool = False) -> None:
     from harness.table import summary_table
 
     resume_hint = f"harness run --resume {session_id} --store {shlex.quote(store.path)}"
-    with _signals_ignored():  # a second Ctrl-C does not stop the session from being marked
+    from harness.runner import trap_signals
+
+    with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not stop the session from being marked
         if outcome.store_error is not None:
             _mark(store, session_id, "failed")
             store.close()
