@@ -15,7 +15,7 @@ rate and both vary by 20% or more from block to block.
 
 `--precision fp32` is true fp32 (cuDNN TF32 off). torch's defaults leave cuDNN's TF32 on, so a loop
 written without touching the flags, such as those behind the published "fp32" ResNet-50 rows, is
-what `--precision tf32` measures (2218 images/s at batch 256 on an H200, against REFERENCE's 2201;
+what `--precision tf32` measures (2218 images/s at batch 256 on an H200, against the reference figure 2201;
 at batch 32 the GPU needs 18 ms a step and the host about as long to launch it: 1562-1770).
 """
 
