@@ -31,3 +31,23 @@ def run_backend(backend, spec: dict, ctx=None) -> dict:
     fields: dict = {}
     measure_run(backend, spec, ctx if ctx is not None else RunContext(), fields)
     return fields
+
+
+def run_handloop(script: str, args: list[str], *, env: dict | None = None, timeout: float = 600) -> dict:
+    """Run a hand-written benchmark loop (benchmarks/SCRIPT) in a fresh Python, check that it imported no
+    part of harness, and return the JSON report it printed last."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = (
+        "import runpy, sys; sys.argv = sys.argv[1:];"
+        "runpy.run_path(sys.argv[0], run_name='__main__');"
+        "assert not any(m == 'harness' or m.startswith('harness.') for m in sys.modules), 'harness imported'"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(root / "benchmarks" / script), *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

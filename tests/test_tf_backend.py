@@ -26,7 +26,7 @@ if importlib.util.find_spec("tensorflow") is None:
 from harness.backend import RunContext  # noqa: E402
 from harness.errors import Unsupported  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
-from tests.specs import backend_spec, run_backend  # noqa: E402
+from tests.specs import backend_spec, run_backend, run_handloop  # noqa: E402
 
 from backends.tensorflow import TensorFlowBackend, compat  # noqa: E402  (neither imports tensorflow)
 from backends.tensorflow import gemm as tf_gemm  # noqa: E402
@@ -413,19 +413,11 @@ def test_keras_resnet50_v1_trains_and_recompute_on_it_is_unsupported():
 
 @pytest.mark.parametrize("execution", ["graph", "compiled"])
 def test_tf_handloop_benchmark_trains_the_same_model_without_harness(execution):
-    script = ROOT / "benchmarks" / "tf_resnet50_handloop.py"
-    code = (
-        "import runpy, sys; sys.argv = sys.argv[1:];"
-        "runpy.run_path(sys.argv[0], run_name='__main__');"
-        "assert not any(m == 'harness' or m.startswith('harness.') for m in sys.modules), 'harness imported'"
-    )
     # 64 px, as the backend's own training tests: at 32 px the last stage is 1x1 and batch-2 BatchNorm
     # lets the loss collapse or blow up within three steps (seen under TF 2.12's XLA on the CPU)
-    args = [str(script), "--device", "/CPU:0", "--batch-size", "2", "--image-size", "64", "--steps", "1",
-            "--warmup", "0", "--repeats", "2", "--precision", "fp32", "--execution", execution]
-    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = run_handloop("tf_resnet50_handloop.py", [
+        "--device", "/CPU:0", "--batch-size", "2", "--image-size", "64", "--steps", "1", "--warmup", "0",
+        "--repeats", "2", "--precision", "fp32", "--execution", execution])
     assert report["trainable_parameters"] == 25_557_032  # the same ResNet-50 v1.5 as harness builds
     assert report["images_per_s"] > 0 and len(report["samples"]) == 2 and math.isfinite(report["loss_last"])
 

@@ -7,7 +7,6 @@ sees a GPU; `slow` marks the one torch.compile of ResNet-50 (about 45 s on 2 idl
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -22,7 +21,7 @@ pytest.importorskip("torchvision")
 from harness.backend import RunContext  # noqa: E402
 from harness.errors import OutOfMemory, Unsupported  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
-from tests.specs import backend_spec, run_backend  # noqa: E402
+from tests.specs import backend_spec, run_backend, run_handloop  # noqa: E402
 
 from backends.torch import TorchBackend  # noqa: E402
 
@@ -449,16 +448,7 @@ def test_resnet_graph_with_recompute_and_grad_accum_runs_on_cuda():
 
 
 def test_handloop_benchmark_prints_images_per_second_without_harness():
-    script = ROOT / "benchmarks" / "torch_resnet50_handloop.py"
-    code = (
-        "import runpy, sys; sys.argv = sys.argv[1:];"
-        "runpy.run_path(sys.argv[0], run_name='__main__');"
-        "assert not any(m == 'harness' or m.startswith('harness.') for m in sys.modules), 'harness imported'"
-    )
-    args = [str(script), "--device", "cpu", "--batch-size", "2", "--image-size", "32", "--steps", "1",
-            "--warmup", "0", "--repeats", "2", "--num-classes", "10"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = run_handloop("torch_resnet50_handloop.py", [
+        "--device", "cpu", "--batch-size", "2", "--image-size", "32", "--steps", "1", "--warmup", "0",
+        "--repeats", "2", "--num-classes", "10"], env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert report["images_per_s"] > 0 and len(report["samples"]) == 2
