@@ -10,7 +10,7 @@
 #     and XLA, TF eager), frameworks-torch (~5 min: torch eager, CUDA graph and torch.compile),
 #     frameworks-gemm (~3 min: GEMM 4096, both frameworks)
 #   issue 12: aa-session (~3 min), aa-gpus (~2 min, two GPUs); issue 11: capacity-torch,
-#     capacity-torch-recompute, capacity-tf (~4 min each)
+#     capacity-torch-recompute, capacity-tf, capacity-tf-recompute (two searches each)
 # On a two-GPU machine two phase lists can run at once, one per GPU:
 #   CUDA_VISIBLE_DEVICES=0 STORE=/tmp/gpu0.db bash benchmarks/gpu_session.sh ... &
 #   CUDA_VISIBLE_DEVICES=1 STORE=/tmp/gpu1.db bash benchmarks/gpu_session.sh ...; wait
@@ -46,7 +46,7 @@ for phase in $PHASES; do
     techniques) $H run benchmarks/h200/issue4_techniques.yaml --store "$STORE" ;;
     repeat) for i in 1 2 3 4 5; do $H run benchmarks/h200/issue7_repeat.yaml --store "$STORE" -q | tail -1; done ;;
     compile) $H run benchmarks/h200/issue4_compile.yaml --store "$STORE" ;;
-    rest) $H run benchmarks/h200/issue4_rest.yaml --store "$STORE" ;;
+    rest) $H run benchmarks/h200/issue4_rest.yaml --set measure.processes=1 --store "$STORE" ;;
     capacity) $H run benchmarks/h200/issue5_capacity.yaml --store "$STORE" ;;
     tf-keras3)
       $H run benchmarks/h200/issue10_resnet.yaml --backend tf --set tensorflow.keras=keras3 --set 'execution=[graph, compiled]' \
@@ -80,9 +80,12 @@ for phase in $PHASES; do
       $H run benchmarks/h200/issue5_capacity.yaml --set recompute=none --store "$STORE" ;;
     capacity-torch-recompute)
       $H run benchmarks/h200/issue5_capacity.yaml --set recompute=blocks --store "$STORE" ;;
-    capacity-tf)  # issue 11: a TensorFlow search (tf.function, Keras 3), amp_bf16 without recompute
-      $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=amp_bf16 --set recompute=none \
-        --set execution=graph --store "$STORE" ;;
+    capacity-tf)  # issue 11: TensorFlow searches (tf.function, Keras 3), fp32 and amp_bf16 without recompute
+      $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set recompute=none --set execution=graph \
+        --set tensorflow.keras=keras3 --store "$STORE" ;;
+    capacity-tf-recompute)
+      $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set recompute=blocks --set execution=graph \
+        --set tensorflow.keras=keras3 --store "$STORE" ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;
   esac
   [ "$STORE" = "$OUT/$(basename "$STORE")" ] || python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d); d.close()" "$STORE" "$OUT/$(basename "$STORE")"

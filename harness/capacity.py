@@ -20,6 +20,7 @@ import signal
 import time
 from dataclasses import replace
 
+from harness.compare import gpu_size
 from harness.plan import RunSpec, new_id, run_key
 from harness.record import blank_record, utc_now
 from harness.runner import Interrupted, Runner, SessionOutcome, trap_signals
@@ -71,12 +72,65 @@ def probe_timeout(n: int, fitted: list[tuple[int, float]], ceiling: float) -> fl
     return min(ceiling, 2.0 * seconds * max(1.0, n / batch) + PROBE_SLACK_S)
 
 
-def search(probe, start: int = 1, limit: int = 65536, resolution: int = 1) -> tuple[int, int | None, list, str | None]:
+def parse_resolution(value) -> int | str:
+    """A capacity resolution: a whole number of images >= 1, or a share of the answer such as "2%"
+    (more than 0, at most 50). ValueError says what was expected."""
+    if isinstance(value, bool):
+        raise ValueError("expected a whole number of images (e.g. 64) or a share of the answer (e.g. \"2%\")")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"expected at least 1 image, got {value}")
+        return value
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1])
+        except ValueError:
+            share = float("nan")
+        if not 0 < share <= 50:
+            raise ValueError(f"expected a share above 0% and at most 50%, got {text!r}")
+        return f"{share:g}%"
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise ValueError(f"expected a whole number of images (e.g. 64) or a share of the answer (e.g. \"2%\"), got {value!r}")
+
+
+def tolerance(lo: int, resolution: int | str) -> int:
+    """The widest bracket [lo, hi] that settles the search: `resolution` images, or its share of lo."""
+    if isinstance(resolution, str):
+        return max(1, int(lo * float(resolution[:-1]) / 100))
+    return max(1, resolution)
+
+
+#: Where the memory model sends the search: just under its predicted limit, then just over it. A
+#: guess under the limit that fails is followed by steps of 10% down until one fits, then bisection.
+GUESS_UNDER, GUESS_OVER, GUESS_STEP = 0.97, 1.03, 0.90
+
+
+def memory_model(fitted: list[tuple[int, int]], device_bytes: int | None, reserve_bytes: int = 1 << 30):
+    """The largest batch the memory seems to allow, from the two largest fitting probes' peaks: peak(n) =
+    a + b*n through them, solved for the device's memory less `reserve_bytes` (the context, the
+    allocator's slack). None without two distinct fits with peaks, a growing peak, or a known device size."""
+    points = sorted({n: peak for n, peak in fitted if peak}.items())
+    if device_bytes is None or len(points) < 2:
+        return None
+    (n1, p1), (n2, p2) = points[-2], points[-1]
+    slope = (p2 - p1) / (n2 - n1)
+    if slope <= 0:
+        return None
+    return int(n2 + (device_bytes - reserve_bytes - p2) / slope)
+
+
+def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
+           predict=None) -> tuple[int, int | None, list, str | None]:
     """Largest n in [start, limit] with probe(n) True, assuming monotonicity.
 
     Returns (largest fitting, smallest failing or None, [(n, outcome)], error). `probe` returns
     True, False, or None (an error that is not out of memory, which stops the search).
-    Bisection stops when the bracket is at most `resolution` wide.
+    Doubling from `start`; once `predict()` (a memory model of the fits so far) names a limit
+    above the last fit, the search jumps to just under it and then just over it, so that a
+    bracket a few percent wide comes from about four probes instead of a doubling ladder.
+    Bisection stops when the bracket is at most `resolution` wide (see `tolerance`).
     """
     history = []
 
@@ -85,24 +139,45 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int = 1) -> tu
         history.append((n, outcome))
         return outcome
 
+    def stop(n):
+        return lo, hi, history, f"probe at batch_size={n} failed for a reason other than memory"
+
     lo, hi = 0, None
     n = max(1, start)
+    predicted = False  # the memory model has named a limit (it is followed once)
+    descending = False  # n is the model's guess under its limit, or a step below a guess that failed
+    over = None  # the model's guess just over its limit, to try once its guess under it fits
     while True:
         ok = check(n)
         if ok is None:
-            return lo, hi, history, f"probe at batch_size={n} failed for a reason other than memory"
+            return stop(n)
         if not ok:
-            hi = n
+            hi = n if hi is None else min(hi, n)
+            if descending and int(n * GUESS_STEP) > lo:  # the model was optimistic: step down from its guess
+                n = int(n * GUESS_STEP)
+                continue
             break
         lo = n
+        if hi is not None:  # a step below a failed guess fit: bisect between them
+            break
         if n >= limit:
             return lo, None, history, None
+        descending = False
+        estimate = None if predicted or predict is None else predict()
+        if estimate is not None:  # asked after each fit until the model has what it needs, then once
+            predicted = True
+            if int(estimate * GUESS_UNDER) > n:
+                n, over, descending = min(limit, int(estimate * GUESS_UNDER)), int(estimate * GUESS_OVER) + 1, True
+                continue
+        if over is not None and over > n:
+            n, over = min(limit, over), None
+            continue
         n = min(n * 2, limit)
-    while hi - lo > max(1, resolution):
+    while hi - lo > tolerance(lo, resolution):
         mid = (lo + hi) // 2
         ok = check(mid)
         if ok is None:
-            return lo, hi, history, f"probe at batch_size={mid} failed for a reason other than memory"
+            return stop(mid)
         if ok:
             lo = mid
         else:
@@ -137,6 +212,8 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
         runner.on_start(i, len(configs), replace(spec, params={**spec.params, "batch_size": "?"}))
         probes: list[dict] = []
         fitted: list[tuple[int, float]] = []
+        peaks: list[tuple[int, int | None]] = []  # (batch, allocator peak) of the fitting probes
+        device_bytes: list[int | None] = []  # the device's memory, as each fitting probe saw it
         ceiling = float(spec.measure.get("timeout_s") or 1800)
 
         def probe(n: int):
@@ -154,6 +231,8 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
             outcome_n = fits(record, smaller_fit=bool(fitted))
             if outcome_n:
                 fitted.append((n, float(record.get("duration_s") or 0.0)))
+                peaks.append((n, record.get("peak_allocated_bytes")))
+                device_bytes.append(gpu_size(record)["memory_bytes"])
             probes.append(record)
             runner.store.add(record)
             return outcome_n
@@ -165,7 +244,10 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
         if static is not None:
             record["status"], record["error"] = static
         else:
-            best, first_bad, history, error = search(probe, start, limit, resolution)
+            def predict():
+                return memory_model(peaks, device_bytes[-1] if device_bytes else None)
+
+            best, first_bad, history, error = search(probe, start, limit, resolution, predict)
             search_s = time.perf_counter() - clock
             last = next((p for p in reversed(probes) if p.get("status") == "ok"), None)
             failing = next((p for p in reversed(probes) if p["params"].get("batch_size") == first_bad), None)
@@ -189,7 +271,10 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                     "first_failing_batch_size": first_bad,
                     "failure": (failing or {}).get("error"),
                     "failure_evidence": (failing or {}).get("oom_evidence") or (failing or {}).get("error"),
-                    "search": f"doubling from {start}, then bisection to within {resolution}; limit {limit}",
+                    "search": (f"doubling from {start} (jumping to the memory model's limit once two probes fit), "
+                               f"then bisection to within {resolution}; limit {limit}"),
+                    "within_pct": (100.0 * (first_bad - 1 - best) / best) if best and first_bad else None,
+                    "predicted_limit": predict(),
                     "reached_limit": first_bad is None and best >= limit,
                     "search_s": search_s,
                     "probe_seconds": [p.get("duration_s") for p in probes],

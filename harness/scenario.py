@@ -71,7 +71,16 @@ class Capacity(NumbersNotBooleans):
 
     start: int = Field(1, ge=1, le=1_000_000)
     limit: int = Field(65536, ge=1, le=10_000_000)
-    resolution: int = Field(1, ge=1, le=1_000_000)
+    #: how close the answer must be: a number of images (the bracket's width), or a share of the answer,
+    #: "2%" (the bracket at most 2% of the largest batch that fit)
+    resolution: int | str = Field(1)
+
+    @field_validator("resolution")
+    @classmethod
+    def _resolution(cls, value):
+        from harness.capacity import parse_resolution
+
+        return parse_resolution(value)
 
 
 class Scenario(NumbersNotBooleans):

@@ -118,3 +118,77 @@ def test_a_cudnn_error_at_the_edge_does_not_stop_the_search():
     _, record = search(script, start=256, limit=8192, resolution=16)
     assert record["status"] == "ok" and 700 - 16 <= record["median"] <= 700
     assert any("CUDNN_STATUS_INTERNAL_ERROR after a smaller batch fit" in w for w in record["warnings"])
+
+
+class MemoryRunner(ScriptedRunner):
+    """Probes whose peak grows linearly with the batch on a GPU of known size; a batch fits while
+    its true footprint stays under `usable` bytes (which the model, seeing only peaks, cannot know)."""
+
+    def __init__(self, per_image: int, fixed: int, device: int, usable: int):
+        self.per_image, self.fixed, self.usable = per_image, fixed, usable
+        super().__init__(lambda batch, timeout: ("ok", None) if self.footprint(batch) <= usable
+                         else ("oom", "OutOfMemoryError: CUDA out of memory"))
+        self.device = device
+
+    def footprint(self, batch):
+        return self.fixed + self.per_image * batch
+
+    def execute(self, spec):
+        record = super().execute(spec)
+        batch = spec.params["batch_size"]
+        record["peak_allocated_bytes"] = self.footprint(batch) if record["status"] == "ok" else None
+        record["env"] = {"gpus": [{"index": 0, "memory_total_bytes": self.device}]}
+        return record
+
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize("usable_gib", [138.0, 120.0, 100.0])  # the model right, 13% and 28% optimistic
+def test_the_memory_model_brings_a_two_percent_answer_in_few_probes(usable_gib):
+    runner = MemoryRunner(per_image=45 << 20, fixed=600 << 20, device=141 * GIB, usable=int(usable_gib * GIB))
+    outcome = find_max_batch(runner, [spec()], start=256, limit=16384, resolution="2%")
+    (record,) = outcome.records
+    true_limit = (runner.usable - runner.fixed) // runner.per_image
+    assert record["status"] == "ok" and true_limit * 0.98 <= record["median"] <= true_limit
+    assert record["checks"]["within_pct"] <= 2.0
+    asked = [b for b, _ in runner.asked]
+    assert asked[:2] == [256, 512] and asked[2] > 1024  # the third probe jumps to the model's limit
+    assert len(asked) <= 9, asked  # doubling and bisection alone take 11 or more
+    assert record["checks"]["predicted_limit"] == (140 * GIB - runner.fixed) // runner.per_image
+
+
+def test_a_pessimistic_memory_model_still_reaches_the_limit():
+    # the peak the model sees is twice the real footprint's growth: its prediction is half the true limit
+    runner = MemoryRunner(per_image=40 << 20, fixed=500 << 20, device=141 * GIB, usable=138 * GIB)
+    base_execute = runner.execute
+
+    def execute(spec):
+        record = base_execute(spec)
+        if record["peak_allocated_bytes"]:
+            record["peak_allocated_bytes"] *= 2
+        return record
+
+    runner.execute = execute
+    (record,) = find_max_batch(runner, [spec()], start=256, limit=16384, resolution="2%").records
+    true_limit = (runner.usable - runner.fixed) // runner.per_image
+    assert true_limit * 0.98 <= record["median"] <= true_limit
+
+
+def test_without_the_device_size_the_search_doubles_as_before():
+    def script(batch, timeout):
+        return ("ok", None) if batch <= 3000 else ("oom", "OutOfMemoryError: CUDA out of memory")
+
+    runner, record = search(script, start=256, limit=16384, resolution="1%")  # no env: no memory model
+    assert [b for b, _ in runner.asked][:5] == [256, 512, 1024, 2048, 4096]
+    assert 2970 <= record["median"] <= 3000 and record["checks"]["predicted_limit"] is None
+
+
+def test_a_resolution_is_images_or_a_share_of_the_answer():
+    assert capacity.parse_resolution(64) == 64 and capacity.parse_resolution("64") == 64
+    assert capacity.parse_resolution("2%") == "2%" and capacity.parse_resolution(" 2.5% ") == "2.5%"
+    for bad in ("0%", "51%", "x%", "abc", 0, True):
+        with pytest.raises(ValueError):
+            capacity.parse_resolution(bad)
+    assert capacity.tolerance(3000, "2%") == 60 and capacity.tolerance(10, "2%") == 1
+    assert capacity.tolerance(3000, 64) == 64

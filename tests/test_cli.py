@@ -387,7 +387,7 @@ def test_capacity_flags_override_the_file_and_a_resume_keeps_them(tmp_path, fake
     (record,) = [r for r in rows if r["metric"] == "max_batch_size"]
     probes = [p["params"]["batch_size"] for p in rows if p.get("probe_of")]
     assert probes[0] == 4 and max(probes) == 64  # started at 4, never beyond the limit
-    assert record["checks"]["search"] == "doubling from 4, then bisection to within 4; limit 64"
+    assert record["checks"]["search"].startswith("doubling from 4") and "within 4; limit 64" in record["checks"]["search"]
     assert 33 <= record["median"] <= 37  # within the resolution of the true limit, 37
     assert all(entry["capacity"] == {"start": 4, "limit": 64, "resolution": 4} for entry in stored["plan"])
     assert stored["settings"]["capacity_start"] == 4 and stored["settings"]["capacity_resolution"] == 4
@@ -398,11 +398,24 @@ def test_capacity_flags_override_the_file_and_a_resume_keeps_them(tmp_path, fake
     assert same.exit_code == 0, same.output
 
 
+def test_a_capacity_resolution_can_be_a_share_of_the_answer(tmp_path, fake_backend, write_scenario):
+    db = tmp_path / "share.db"
+    path = _capacity(write_scenario, capacity={"start": 4, "limit": 1024, "resolution": "10%"})
+    result = _invoke("run", path, "--find-max-batch", "--store", str(db), "-q")
+    assert result.exit_code == 0, result.output
+    with Store(db) as store:
+        (record,) = [r for r in store.records() if r["metric"] == "max_batch_size"]
+    assert 34 <= record["median"] <= 37 and record["checks"]["within_pct"] <= 10  # true limit 37, 10% of 34 is 3
+    assert "within 10%" in record["checks"]["search"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--capacity-start", "4"], "--capacity-start: only with --find-max-batch"),
     (["--find-max-batch", "--capacity-start", "64", "--capacity-limit", "32"], "--capacity-limit 32 is below the start"),
     (["--find-max-batch", "--capacity-start", "0"], "--capacity-start"),
     (["--find-max-batch", "--capacity-limit", "99999999"], "--capacity-limit 99999999"),
+    (["--find-max-batch", "--capacity-resolution", "0%"], "--capacity-resolution"),
+    (["--find-max-batch", "--capacity-resolution", "two"], "--capacity-resolution"),
 ])
 def test_bad_capacity_flags_exit_2_before_anything_is_written(tmp_path, fake_backend, write_scenario, args, message):
     db = tmp_path / "c.db"

@@ -299,7 +299,7 @@ def capacity_settings(scenario, flags: dict, specs, runner) -> dict:
     settings = (block or Capacity()).model_dump()
     settings.update(flags)
     try:
-        Capacity.model_validate(settings)
+        settings = Capacity.model_validate(settings).model_dump()
     except ValidationError as exc:
         error = exc.errors()[0]
         key = str(error["loc"][0]) if error.get("loc") else "start"
@@ -460,6 +460,20 @@ def forecast(plan, records: list[dict], capacity_mode: bool = False) -> list[str
     return lines
 
 
+class Resolution(click.ParamType):
+    """--capacity-resolution: a number of images, or a share of the answer ("2%")."""
+
+    name = "resolution"
+
+    def convert(self, value, param, ctx):
+        from harness.capacity import parse_resolution
+
+        try:
+            return parse_resolution(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 @click.command("run")
 @click.argument("scenario_file", required=False)
 @click.option("--backend", "backends", multiple=True, metavar="NAME",
@@ -482,9 +496,9 @@ def forecast(plan, records: list[dict], capacity_mode: bool = False) -> list[str
                    "the smallest batch every configuration can train on).")
 @click.option("--capacity-limit", type=click.IntRange(min=1), default=None, metavar="N",
               help="--find-max-batch: the largest batch_size probed (overrides capacity.limit; default 65536).")
-@click.option("--capacity-resolution", type=click.IntRange(min=1), default=None, metavar="N",
-              help="--find-max-batch: stop bisecting when the answer is known to within N (overrides "
-                   "capacity.resolution; default 1).")
+@click.option("--capacity-resolution", type=Resolution(), default=None, metavar="N|P%",
+              help="--find-max-batch: stop bisecting when the answer is known to within N images, or to within "
+                   "P percent of it (e.g. 2%) (overrides capacity.resolution; default 1).")
 @click.option("--memory-limit", default=None, metavar="SIZE",
               help=f"Cap each worker's host memory (e.g. 4GiB; at least {MIN_MEMORY_LIMIT_TEXT}): emulate a smaller "
                    "machine on the CPU.")
