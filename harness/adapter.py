@@ -53,6 +53,8 @@ class RunInputs:
     ctx: Any
     #: a capacity probe: build for the step's memory, skip autotuning sweeps (cuDNN benchmark mode)
     probe: bool = False
+    #: which replica of a data-parallel run this process is (harness.distributed.Replica); None: a plain run
+    replica: Any = None
 
 
 @dataclass
@@ -68,3 +70,5 @@ class Prepared:
     checks: Callable[[], dict] = dict
     timing_fields: Callable[[], dict] = dict
     close: Callable[[], None] = lambda: None
+    #: a data-parallel replica's settings for the record's `distributed` (the gradient all-reduce's)
+    distributed: dict | None = None

@@ -24,6 +24,7 @@ from harness.errors import InputError
 
 if TYPE_CHECKING:  # the seam's types, for readers and type checkers only
     from harness.adapter import Device, Prepared
+    from harness.distributed import Cluster, Launch, Replica
 
 ENTRY_POINT_GROUP = "harness.backends"
 
@@ -73,6 +74,9 @@ class Backend:
     modules: ClassVar[dict[str, str]] = {}
     #: The backend's own scenario options (`options: {<backend>: {...}}`), validated like every field.
     options_model: ClassVar[type[BaseModel]] = NoOptions
+    #: Whether it trains data-parallel (a workload's `replicas` > 1): it implements `launch` and
+    #: `open_replica` (docs/distributed.md). A backend that does not gets `unsupported` for replicas > 1.
+    data_parallel: ClassVar[bool] = False
 
     # --- declarations, answered without importing the framework ----------------------------------
 
@@ -113,6 +117,17 @@ class Backend:
         for key, allowed in self.workloads[workload].items():
             if key in params and params[key] not in allowed:
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
+        return self.replicas_unsupported_reason(workload, params, device, options)
+
+    def replicas_unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
+        """Why this backend cannot run these params data-parallel (replicas > 1), or None."""
+        from harness.workloads import WORKLOADS
+
+        known = WORKLOADS.get(workload)
+        replicas = known.replicas(params) if known is not None else 1
+        if replicas > 1 and not self.data_parallel:
+            return (f"the {self.name} backend does not implement data-parallel training (replicas={replicas}); "
+                    "it runs replicas: 1 only")
         return None
 
     def worker_env(self, options: dict, probe: bool = False) -> dict[str, str]:
@@ -120,7 +135,25 @@ class Backend:
         (`probe`: a capacity probe, which skips autotuning sweeps)."""
         return {}
 
+    def launch(self, spec: dict, worker: list[str], cluster: "Cluster") -> "Launch":
+        """The processes that start this node's replicas of a data-parallel run (parent side, no framework import).
+
+        `worker` is the command of one replica (`python -m harness.worker SPEC RESULT`); each replica's
+        environment must follow the replica contract of harness.distributed. Raise
+        harness.errors.Unsupported for a layout this backend cannot start.
+        """
+        from harness.errors import Unsupported
+
+        raise Unsupported(f"the {self.name} backend does not implement data-parallel training")
+
     # --- verbs run in the worker --------------------------------------------------------------------
+
+    def open_replica(self, device: str, cpu_threads: dict, replica: "Replica") -> "Device":
+        """`open_device` for one replica of a data-parallel run: also join the replicas' process group
+        (torch.distributed, tf.distribute). `device` is this replica's own (harness.distributed.replica_device)."""
+        from harness.errors import Unsupported
+
+        raise Unsupported(f"the {self.name} backend does not implement data-parallel training")
 
     def open_device(self, device: str, cpu_threads: dict) -> "Device":
         """Import the framework, set its CPU thread pools (`intra_op`, `inter_op`; None: its default),

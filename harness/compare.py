@@ -134,6 +134,23 @@ RESULT_COLUMNS = (
     "baseline_samples", "value_samples", "baseline_cv", "value_cv", "higher_is_better", "busy", "warnings",
 )
 DATASHEET_COLUMNS = ("datasheet_ratio", "datasheet")
+#: Columns of a comparison by a workload's replicas parameter (docs/distributed.md).
+SCALING_COLUMNS = ("scaling_efficiency",)
+
+
+def scaling_efficiency_of(record_base: dict, record_value: dict, ratio) -> float | None:
+    """rate(R) / (R x rate(1)) generalised to any two replica counts: ratio x base replicas / value replicas,
+    for a throughput (higher is better) compared by the workload's replicas parameter; else None."""
+    from harness.workloads import WORKLOADS
+
+    workload = WORKLOADS.get(record_base.get("workload"))
+    name = getattr(workload, "replicas_param", None)
+    if not name or _missing(ratio):
+        return None
+    base_r, value_r = record_params(record_base).get(name), record_params(record_value).get(name)
+    if not base_r or not value_r or base_r == value_r:
+        return None
+    return ratio * base_r / value_r
 
 
 # --------------------------------------------------------------------------- records in
@@ -202,12 +219,23 @@ def field_value(record: dict, name: str):
         return backend_variant(record)
     if name in BY_FIELDS or name in KEY_FIELDS:
         return record.get(name)
-    return (record.get("params") or {}).get(name)
+    return record_params(record).get(name)
+
+
+def record_params(record: dict) -> dict:
+    """A record's params, with its workload's quiet defaults (`replicas: 1`) filled where an older
+    record lacks them, so it matches the records made since."""
+    params = record.get("params") or {}
+    from harness.workloads import WORKLOADS
+
+    quiet = getattr(WORKLOADS.get(record.get("workload")), "quiet_defaults", None) or {}
+    missing = {k: v for k, v in quiet.items() if k not in params}
+    return {**params, **missing} if missing else params
 
 
 def known_fields(records: list[dict]) -> list[str]:
     """Every field `--by` can name for these records."""
-    params = sorted({k for r in records for k in (r.get("params") or {})})
+    params = sorted({k for r in records for k in record_params(r)})
     return list(BY_FIELDS) + params
 
 
@@ -244,7 +272,7 @@ def _match_key(record: dict, by: list[str]) -> tuple:
         options = backend_options(record)
         if options:
             key.append(("options", _hashable(options)))
-    params = record.get("params") or {}
+    params = record_params(record)
     key += [(f"params.{k}", _hashable(params[k])) for k in sorted(params) if k not in freed]
     return tuple(key)
 
@@ -447,7 +475,7 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     _check_by(by, records)
     # a record without a compared parameter (gemm has no batch_size) has nothing to compare
     params_by = [f for f in by if f not in BY_FIELDS]
-    records = [r for r in records if all(f in (r.get("params") or {}) for f in params_by)]
+    records = [r for r in records if all(f in record_params(r) for f in params_by)]
 
     # the order values are first seen in (records come oldest first) sets the default baseline
     order: list[tuple] = []
@@ -461,6 +489,11 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     wanted = _resolve_baseline(baseline, by, order) if baseline is not None else None
 
     by_device = any(f in ("device", "device_name") for f in by)
+    from harness.workloads import WORKLOADS
+
+    # by the replicas parameter alone, a throughput's rows say how well it scaled (global rate / R x rate at 1)
+    by_scaling = metric == "median" and len(by) == 1 and any(
+        getattr(WORKLOADS.get(r.get("workload")), "replicas_param", None) == by[0] for r in records[:1])
     rows = []
     for key, sides in groups.items():
         if len(sides) < 2:
@@ -526,6 +559,8 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
                 busy=bool(busy),
                 warnings="; ".join(dict.fromkeys(busy + warnings)),
             )
+            if by_scaling:
+                row["scaling_efficiency"] = scaling_efficiency_of(base_records[0], value_records[0], ratio)
             if by_device:
                 names_b = {r.get("device_name") for r in base_records}
                 names_v = {r.get("device_name") for r in value_records}
@@ -544,7 +579,8 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
             field="--by",
         )
     frame = pd.DataFrame(rows)
-    tail = list(RESULT_COLUMNS) + (list(DATASHEET_COLUMNS) if by_device else [])
+    tail = (list(RESULT_COLUMNS) + (list(DATASHEET_COLUMNS) if by_device else [])
+            + (list(SCALING_COLUMNS) if by_scaling else []))
     head = [c for c in frame.columns if c not in tail]
     return frame[head + tail]
 
@@ -691,7 +727,7 @@ def display_rows(table) -> tuple[dict, list[dict]]:
     rows = table.to_dict(orient="records") if hasattr(table, "to_dict") else list(table)
     if not rows:
         return {}, []
-    result = set(RESULT_COLUMNS) | set(DATASHEET_COLUMNS)
+    result = set(RESULT_COLUMNS) | set(DATASHEET_COLUMNS) | set(SCALING_COLUMNS)
     key_columns = [c for c in rows[0] if c not in result]
     common = {}
     varying = []
@@ -721,6 +757,9 @@ def display_rows(table) -> tuple[dict, list[dict]]:
         row["processes"] = f"{r['baseline_runs']} vs {r['value_runs']}"
         if "datasheet_ratio" in r:
             row["datasheet ratio"] = r.get("datasheet") or "-"
+        if "scaling_efficiency" in r:
+            eff = r.get("scaling_efficiency")
+            row["scaling efficiency"] = "-" if _missing(eff) else f"{100 * eff:.1f}%"
         row["warnings"] = r.get("warnings") or ""
         out.append(row)
     return common, out

@@ -15,6 +15,7 @@ from harness import env as env_mod
 from harness import stats
 from harness.adapter import RunInputs
 from harness.backend import Backend, RunContext, available_backends
+from harness.distributed import Replica, replica_device, threads_per_replica
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
 from harness.measure import run_timed
 from harness.peaks import pct_of_peak, unknown_device_warning
@@ -127,14 +128,26 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
     params = workload.validate(spec["params"])
     options = backend.validate_options(spec.get("options") or {})
     threads = spec.get("cpu_threads") or {}
-    device = backend.open_device(spec.get("device") or "auto", threads)
+    measure = spec.get("measure") or {}
+    replica = Replica.from_env() if workload.replicas(params) > 1 else None
+    if replica is None and workload.replicas(params) > 1:
+        raise Unsupported(f"replicas={workload.replicas(params)} needs the data-parallel launch (harness.runner); "
+                          "this worker was started as a single process")
+    if replica is None:
+        device = backend.open_device(spec.get("device") or "auto", threads)
+    else:
+        threads = threads_per_replica(threads, replica.local_world_size)
+        device = backend.open_replica(replica_device(spec.get("device") or "auto", replica.local_rank), threads, replica)
+        measure = fixed_blocks(measure, ctx)
+        fields["distributed_replica"] = {"world_size": replica.world_size, "local_world_size": replica.local_world_size,
+                                         "timing": "rank 0's clock; every timed block starts and ends at a barrier "
+                                                   "of all replicas, so it covers the slowest"}
     fields.update(device.identity())
     reason = backend.unsupported_reason(workload.name, params.model_dump(), device.neutral, options)
     if reason:  # asked before the worker too, but then the device may have been `auto`
         raise Unsupported(reason)
-    measure = spec.get("measure") or {}
     probe = bool(measure.get("probe"))  # a capacity probe: no telemetry, no launch probe, no autotuning
-    run = RunInputs(seed=int(spec.get("seed") or 0), options=options, ctx=ctx, probe=probe)
+    run = RunInputs(seed=int(spec.get("seed") or 0), options=options, ctx=ctx, probe=probe, replica=replica)
     with device.scope():
         prepared = backend.prepare(workload.name, params, device, run)
         fields["env"] = device.identity()["env"]  # again: the settings prepare put in force (TF32, threads)
@@ -144,7 +157,7 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
             device.reset_peak()
             timing = run_timed(prepared.step, clock, measure, work_per_step=work,
                                telemetry=None if probe else ctx.telemetry_for(device.neutral),
-                               progress=progress_writer())
+                               progress=progress_writer() if replica is None or replica.rank == 0 else None)
             fields["peak_allocated_bytes"] = device.peak_allocated_bytes()
             checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
             extra = prepared.timing_fields()
@@ -155,6 +168,8 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
     samples = timing.rates(work)
     warnings = ctx.warnings
     fields.update(summarize(samples, warnings))
+    if replica is not None and prepared.distributed:
+        fields["distributed_replica"].update(prepared.distributed)
     fields.update(api={**prepared.api, "sync": sync_api}, samples=samples, step_time_s=timing.step_time_s(),
                   first_step_s=timing.first_step_s, checks=checks, timing=timing.fields(**extra))
     median = fields["median"]
@@ -165,7 +180,9 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
     precision = workload.peak_precision(params)
     if device.neutral.startswith("cuda:"):  # a datasheet peak is a GPU's; the CPU has none to miss
         size = gpu_size(device.neutral, fields.get("env") or {})
-        fields["pct_of_peak"] = pct_of_peak(fields.get("tflops"), fields.get("device_name"), precision, **size)
+        # TFLOP/s are global (every replica's work): % of peak is of all the replicas' GPUs together
+        per_gpu = fields.get("tflops") / workload.replicas(params) if fields.get("tflops") else None
+        fields["pct_of_peak"] = pct_of_peak(per_gpu, fields.get("device_name"), precision, **size)
         missing = unknown_device_warning(fields.get("device_name"), precision=precision, **size)
         if missing:
             warnings.append(missing)
@@ -174,6 +191,17 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
     fields["status"] = status or "ok"
     if error:
         fields["error"] = error
+
+
+def fixed_blocks(measure: dict, ctx: RunContext) -> dict:
+    """A data-parallel run's measure: a fixed number of blocks. Every replica runs the same loop and meets
+    the others in each step's all-reduce; an adaptive stop decided by each replica from its own clock
+    could leave one replica waiting for a step the others never take."""
+    adaptive = {k: measure.get(k) for k in ("min_time_s", "target_ci_pct") if measure.get(k)}
+    if adaptive:
+        ctx.warnings.append(f"{', '.join(f'{k}={v}' for k, v in adaptive.items())} ignored with replicas > 1: "
+                            f"every replica runs the fixed {measure.get('repeats')} blocks (docs/distributed.md)")
+    return {**measure, "min_time_s": None, "target_ci_pct": None, "max_repeats": None}
 
 
 def execute(spec: dict) -> dict:

@@ -24,8 +24,12 @@ from harness.workloads import WORKLOADS
 def run_key(scenario: str, workload: str, backend: str, device: str, params: dict, options: dict | None = None) -> str:
     """A stable id of what is measured: the same configuration gets the same key in every session.
 
-    The backend's options (which Keras, which compile mode) are part of the configuration.
+    The backend's options (which Keras, which compile mode) are part of the configuration. A
+    parameter at its workload's quiet default (`replicas: 1`) is left out, so records made before
+    that parameter existed keep their key.
     """
+    quiet = getattr(WORKLOADS.get(workload), "quiet_defaults", None) or {}
+    params = {k: v for k, v in params.items() if not (k in quiet and v == quiet[k])}
     parts = [scenario, workload, backend, device, params] + ([options] if options else [])
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:16]

@@ -35,6 +35,15 @@ class Result:
     device_name: str | None = None
     #: which of its configuration's worker processes (measure.processes) this run was, from 0
     replicate: int = 0
+    #: data-parallel replicas (params.replicas; 1 for a plain run): the headline is then global, every
+    #: replica's items per second, and `params.batch_size` is per replica (docs/distributed.md)
+    replicas: int = 1
+    #: a data-parallel run's layout and settings: world_size, nodes, launcher, per-rank devices, peaks and
+    #: inputs, the gradient all-reduce settings, which rank failed ({} for a plain run)
+    distributed: dict = field(default_factory=dict)
+    #: global rate / (replicas x the median rate of the same configuration at 1 replica), where the store
+    #: held that configuration when this run finished; compare and report compute it from the store too
+    scaling_efficiency: float | None = None
     params: dict = field(default_factory=dict)
     #: the backend's own options (which Keras, which compile mode), validated, defaults filled
     options: dict = field(default_factory=dict)
@@ -72,7 +81,8 @@ class Result:
         from harness.workloads import WORKLOADS
 
         workload = WORKLOADS.get(spec.workload)
-        return cls(
+        replicas = workload.replicas(dict(spec.params)) if workload else 1
+        return cls(replicas=replicas,
             run_id=spec.run_id, session_id=spec.session_id, run_key=spec.run_key, scenario=spec.scenario,
             workload=spec.workload, backend=spec.backend, device=spec.device, device_requested=spec.device,
             params=dict(spec.params), options=dict(spec.options or {}), replicate=int(getattr(spec, "replicate", 0)),

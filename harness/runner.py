@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness import distributed as dp
 from harness.backend import available_backends
-from harness.errors import StoreWriteError
+from harness.errors import StoreWriteError, Unsupported
 from harness.plan import RunSpec
 from harness.record import FAILING_STATUSES, blank_record, utc_now
 from harness.store import Store
@@ -156,9 +157,13 @@ class Runner:
         on_result: Callable | None = None,
         on_progress: Callable | None = None,
         memory_limit_bytes: int | None = None,
+        cluster: dp.Cluster | None = None,
     ):
         self.store = store
         self.memory_limit_bytes = memory_limit_bytes
+        #: this node's place in a several-node data-parallel run (harness run --nnodes ...); one node by default
+        self.cluster = cluster or dp.Cluster.from_env()
+        self._index = 0
         self.on_start = on_start or (lambda i, n, spec: None)
         self.on_result = on_result or (lambda i, n, record: None)
         #: on_progress(spec, event): each progress event of the running worker (`phase` first_step,
@@ -177,7 +182,20 @@ class Runner:
         reason = backend.unsupported_reason(spec.workload, spec.params, spec.device, spec.options)
         if reason:
             return "unsupported", reason
+        replicas = self._replicas(spec)
+        if replicas > 1 and replicas % self.cluster.nnodes:
+            return "unsupported", (f"replicas={replicas} cannot be shared out evenly over --nnodes {self.cluster.nnodes}: "
+                                   "every node runs replicas / nnodes of them")
+        if replicas == 1 and self.cluster.multi_node:
+            return "unsupported", f"replicas=1 runs on one node; --nnodes {self.cluster.nnodes} is for replicas > 1"
         return None
+
+    @staticmethod
+    def _replicas(spec: RunSpec) -> int:
+        from harness.workloads import WORKLOADS
+
+        workload = WORKLOADS.get(spec.workload)
+        return workload.replicas(spec.params) if workload else 1
 
     def execute(self, spec: RunSpec) -> dict:
         """Execute one spec in a fresh worker process and return its complete record (not stored)."""
@@ -192,32 +210,60 @@ class Runner:
             record["env"] = runner_env()
             return record
         started = time.perf_counter()
+        replicas = self._replicas(spec)
         with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
             spec_path = Path(tmp, "spec.json")
             result_path = Path(tmp, "result.json")
             log_path = Path(tmp, "worker.log")
             progress = ProgressReader(Path(tmp, "progress.jsonl"))
             spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
-            env = worker_env(self.memory_limit_bytes, self._backends[spec.backend].worker_env(
+            backend = self._backends[spec.backend]
+            env = worker_env(self.memory_limit_bytes, backend.worker_env(
                 spec.options, probe=bool(spec.measure.get("probe"))))
             env["HARNESS_PROGRESS_FILE"] = str(progress.path)
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "harness.worker", str(spec_path), str(result_path)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
-                )
+            worker = [sys.executable, "-m", "harness.worker", str(spec_path), str(result_path)]
+            launch = None
+            if replicas > 1:
                 try:
-                    timed_out = not self._wait(proc, spec, progress)
+                    launch = backend.launch(spec.to_dict(), worker, self._cluster_for_run(spec))
+                except (Unsupported, ValueError) as exc:
+                    record.update(status="unsupported", error=str(exc), env=runner_env(),
+                                  framework_version=backend.framework_version(),
+                                  duration_s=time.perf_counter() - started)
+                    return record
+                commands = [(p.argv, {**env, **p.env, "HARNESS_REPLICA": "1"}) for p in launch.processes]
+                record["distributed"] = {"launcher": launch.api, "nnodes": self.cluster.nnodes,
+                                         "node_rank": self.cluster.node_rank, "world_size": replicas,
+                                         "global_batch": int(spec.params.get("batch_size") or 0) * replicas}
+            else:
+                commands = [(worker, env)]
+            procs: list[subprocess.Popen] = []
+            with open(log_path, "ab") as log:
+                try:
+                    for argv, proc_env in commands:
+                        procs.append(subprocess.Popen(
+                            argv,
+                            stdin=subprocess.DEVNULL,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            env=proc_env,
+                            start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
+                        ))
+                    timed_out = not self._wait_all(procs, spec, progress)
                 except BaseException:
-                    _kill_group(proc)
+                    for proc in procs:
+                        _kill_group(proc)
+                    dp.kill_registered(result_path)
                     raise
-                if timed_out:
-                    _kill_group(proc)
-            if result_path.exists():  # written atomically: complete if it is there at all
+                for proc in procs:
+                    if timed_out or proc.poll() is None:
+                        _kill_group(proc)
+                # a launcher may start its replicas in sessions of their own: end any that outlived it
+                leftovers = dp.kill_registered(result_path)
+            proc = procs[0]
+            if launch is not None:
+                self._merge_replicas(record, spec, launch, procs, result_path, log_path, timed_out, leftovers)
+            elif result_path.exists():  # written atomically: complete if it is there at all
                 record.update(json.loads(result_path.read_text(encoding="utf-8")))
                 if timed_out:  # measured and written, then stuck on its way out: keep what it measured
                     record["warnings"] = [*(record.get("warnings") or []), (
@@ -238,22 +284,74 @@ class Runner:
         record["duration_s"] = time.perf_counter() - started
         return record
 
-    def _wait(self, proc: subprocess.Popen, spec: RunSpec, progress: ProgressReader) -> bool:
-        """Block until the worker exits (True) or its timeout passes (False), reading its progress
-        between slices of PROGRESS_POLL_S. The timeout counts from the start, as one wait() would."""
+    def _cluster_for_run(self, spec: RunSpec) -> dp.Cluster:
+        """The cluster with a rendezvous id of this run: every node runs the same plan in the same order,
+        so (run_key, replicate, index in the plan) names the same run on each."""
+        from dataclasses import replace as _replace
+
+        base = self.cluster.rdzv_id or "harness"
+        return _replace(self.cluster, rdzv_id=f"{base}-{spec.run_key}-{spec.replicate}-{self._index}",
+                        run_index=self._index)
+
+    def _merge_replicas(self, record: dict, spec: RunSpec, launch: dp.Launch, procs: list, result_path: Path,
+                        log_path: Path, timed_out: bool, leftovers: list[int]) -> None:
+        """One record from the replicas' result files, with the failed rank and its evidence as the status."""
+        ranks = launch.local_ranks or tuple(r for p in launch.processes for r in p.ranks)
+        results = dp.read_rank_results(result_path, ranks)
+        died: dict[int, str] = {}
+        if launch.failures_from_log is not None:
+            try:
+                died.update(launch.failures_from_log(_tail_all(log_path)))
+            except Exception:  # noqa: BLE001 - evidence is a courtesy; the status stands without it
+                pass
+        for proc in procs:
+            for rank in proc_ranks(launch, proc, procs):
+                if rank not in results and rank not in died and proc.returncode not in (0, None):
+                    died[rank] = dp.describe_exit(proc.returncode)
+        dp.merge(record, results, ranks, self._replicas(spec), died, timed_out=timed_out,
+                 node_rank=self.cluster.node_rank)
+        if timed_out and record.get("status") == "ok":
+            record["warnings"] = [*(record.get("warnings") or []), (
+                f"the replicas wrote their results but had not all exited after {spec.timeout_s:g} s; "
+                "they were stopped and the results kept")]
+        elif timed_out and record.get("status") in ("failed", "timeout"):
+            record["status"] = "timeout"
+            record["error"] = (f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); every replica "
+                               f"stopped ({record.get('error')})")
+        if leftovers:
+            record["distributed"]["killed_after_exit"] = len(leftovers)
+
+    def _wait_all(self, procs: list[subprocess.Popen], spec: RunSpec, progress: ProgressReader) -> bool:
+        """Block until every process exits (True) or the timeout passes (False), reading progress between
+        slices of PROGRESS_POLL_S. One process of several that fails gives the others
+        distributed.FAIL_FAST_GRACE_S to write their results; then they are stopped (they would wait for
+        it in an all-reduce until the timeout)."""
         deadline = time.monotonic() + spec.timeout_s
+        failed_at = None
         while True:
+            running = [p for p in procs if p.poll() is None]
+            if not running:
+                self._report(spec, progress)  # what it wrote before it left
+                return True
+            if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
+                failed_at = time.monotonic()
+            if failed_at is not None and time.monotonic() - failed_at > dp.FAIL_FAST_GRACE_S:
+                for p in running:
+                    _kill_group(p)
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 self._report(spec, progress)
-                return proc.poll() is not None  # it may have left just as its time ran out
+                return all(p.poll() is not None for p in procs)  # they may have left just as time ran out
             try:
-                proc.wait(timeout=min(PROGRESS_POLL_S, left))
+                running[0].wait(timeout=min(PROGRESS_POLL_S, left))
             except subprocess.TimeoutExpired:
-                self._report(spec, progress)
-                continue
-            self._report(spec, progress)  # what it wrote before it left
-            return True
+                pass
+            self._report(spec, progress)
+
+    def _wait(self, proc: subprocess.Popen, spec: RunSpec, progress: ProgressReader) -> bool:
+        """_wait_all of one process."""
+        return self._wait_all([proc], spec, progress)
 
     def _report(self, spec: RunSpec, progress: ProgressReader) -> None:
         for event in progress.read():
@@ -276,9 +374,12 @@ class Runner:
             try:
                 for i, spec in enumerate(plan, 1):
                     self.on_start(i, len(plan), spec)
+                    self._index = i
                     record = self.execute(spec)
+                    self.add_scaling_efficiency(record)
                     try:
-                        self.store.add(record)
+                        if self.cluster.node_rank == 0:  # in a several-node run, node 0 (global rank 0) keeps the record
+                            self.store.add(record)
                     except StoreWriteError as exc:
                         outcome.store_error = exc
                     outcome.records.append(record)
@@ -288,6 +389,43 @@ class Runner:
             except (Interrupted, KeyboardInterrupt) as exc:
                 outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         return outcome
+
+    def add_scaling_efficiency(self, record: dict) -> None:
+        """scaling_efficiency of an ok data-parallel record, against the median of the same configuration's
+        1-replica records in the store (none there yet: left None; compare and report compute it later)."""
+        replicas = int(record.get("replicas") or 1)
+        if replicas < 2 or record.get("status") != "ok" or not record.get("median"):
+            return
+        from harness.plan import run_key
+        from harness.stats import median
+        from harness.workloads import WORKLOADS
+
+        workload = WORKLOADS.get(record.get("workload"))
+        if workload is None or workload.replicas_param is None:
+            return
+        key = run_key(record["scenario"], record["workload"], record["backend"], record.get("device_requested") or record["device"],
+                      {**record["params"], workload.replicas_param: 1}, record.get("options") or None)
+        try:
+            ones = self.store.ok_medians(key)
+        except Exception:  # noqa: BLE001 - a figure the store cannot give is computed later by compare
+            return
+        if ones:
+            record["scaling_efficiency"] = dp.scaling_efficiency(record["median"], replicas, median(ones))
+            record["distributed"] = {**(record.get("distributed") or {}),
+                                     "scaling_baseline": {"run_key": key, "processes": len(ones), "median": median(ones)}}
+
+
+def proc_ranks(launch: dp.Launch, proc, procs: list) -> tuple[int, ...]:
+    """The ranks one started process is (a torchrun process: every rank of this node)."""
+    index = procs.index(proc)
+    return launch.processes[index].ranks if index < len(launch.processes) else ()
+
+
+def _tail_all(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-200_000:]
+    except OSError:
+        return ""
 
 
 @contextlib.contextmanager

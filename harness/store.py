@@ -568,6 +568,12 @@ class Store:
         rows = self._read("SELECT DISTINCT run_key FROM results WHERE session_id=? AND status='ok'", (session_id,))
         return {r[0] for r in rows}
 
+    def ok_medians(self, run_key: str) -> list[float]:
+        """The medians of every `ok` record of one configuration (any session), oldest first."""
+        rows = self._read("SELECT median FROM results WHERE run_key=? AND status='ok' AND median IS NOT NULL"
+                          " ORDER BY started_at, rowid", (run_key,))
+        return [float(r[0]) for r in rows]
+
     def ok_results(self, session_id: str) -> list[tuple[str, int | None]]:
         """(run_key, replicate or None) of every `ok` result of a session: one entry per result, so
         a configuration planned several times is counted as often as it finished."""

@@ -45,6 +45,13 @@ def apply_memory_limit() -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     spec_path, result_path = argv
+    from harness.distributed import Replica, rank_result_path, register_pid
+
+    replica = Replica.from_env()
+    if replica is not None:
+        # one replica of a data-parallel run: its own result file; its pid noted so the runner can end it
+        register_pid(result_path, replica.rank)
+        result_path = str(rank_result_path(result_path, replica.rank))
     try:
         apply_memory_limit()
     except (ValueError, OverflowError, OSError) as exc:  # a result that says why, not a traceback
@@ -55,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = json.load(fh)
     fields = execute(spec)
     write_json_atomic(result_path, fields)
+    if replica is not None and fields.get("status") != "ok":
+        # a replica that failed leaves with an error, so its launcher (torchrun, the runner) ends its peers
+        # at once instead of leaving them waiting in an all-reduce this replica will never join
+        return 1
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import signal
 import sys
@@ -65,6 +66,14 @@ def _free_bytes(path: str) -> int | None:
         return shutil.disk_usage(Path(path).resolve().parent).free
     except OSError:
         return None
+
+
+def _cluster_flag(ctx, param, value):
+    """--nnodes, --node-rank, --rdzv-endpoint, --rdzv-id: kept in HARNESS_NNODES etc., which the Runner reads
+    (harness.distributed.Cluster.from_env checks them together)."""
+    if value is not None:
+        os.environ[f"HARNESS_{param.name.upper()}"] = str(value)
+    return value
 
 
 def _check_timeout(ctx, param, value):
@@ -502,6 +511,14 @@ class Resolution(click.ParamType):
 @click.option("--memory-limit", default=None, metavar="SIZE",
               help=f"Cap each worker's host memory (e.g. 4GiB; at least {MIN_MEMORY_LIMIT_TEXT}): emulate a smaller "
                    "machine on the CPU.")
+@click.option("--nnodes", type=click.IntRange(min=1, max=1024), default=None, expose_value=False, callback=_cluster_flag,
+              help="Data-parallel runs (replicas > 1) over N machines: run the same command on each (docs/distributed.md).")
+@click.option("--node-rank", type=click.IntRange(min=0), default=None, expose_value=False, callback=_cluster_flag,
+              help="With --nnodes: this machine's place, 0..N-1; node 0 holds global rank 0 and stores the records.")
+@click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT", expose_value=False, callback=_cluster_flag,
+              help="With --nnodes: node 0's address for torchrun's rendezvous (ports PORT..PORT+31 are used).")
+@click.option("--rdzv-id", default=None, metavar="ID", expose_value=False, callback=_cluster_flag,
+              help="With --nnodes: a name shared by the nodes of one session (torchrun's --rdzv-id prefix).")
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
 @click.option("--wide", is_flag=True, help="The summary table with every column and note in full, however wide.")
 def command(scenario_file, backends, devices, overrides, store_path, timeout, max_runs, dry_run, resume,

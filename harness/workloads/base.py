@@ -67,6 +67,21 @@ class Workload:
     x_param: str | None = None
     #: The report's plots of this workload (harness.report draws each kind).
     plots: tuple[str, ...] = ()
+    #: The parameter that counts data-parallel replicas (None: the workload runs in one process).
+    #: Its work per step is global (every replica's); compare and report compute scaling efficiency
+    #: against the same configuration at 1 replica (docs/distributed.md).
+    replicas_param: str | None = None
+    #: Parameters added after records existed, at the value older records implicitly ran with: left
+    #: out of the run key at that value, and read as that value where a record lacks them, so a
+    #: store's older records keep their keys and still match new ones.
+    quiet_defaults: dict[str, Any] = field(default_factory=dict)
+
+    def replicas(self, params) -> int:
+        """How many data-parallel replicas these params ask for (1 for a workload without them)."""
+        if self.replicas_param is None:
+            return 1
+        value = params.get(self.replicas_param, 1) if isinstance(params, dict) else getattr(params, self.replicas_param, 1)
+        return int(value or 1)
 
     def headline_per_step(self, params) -> float:
         """Work of one step in the headline's unit-seconds: images for images/s, TFLOP for TFLOP/s."""

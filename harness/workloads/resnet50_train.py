@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from harness.workloads.base import Execution, Params, Workload
 
@@ -38,6 +38,10 @@ class ResNet50Params(Params):
     grad_accum: int = Field(1, ge=1, le=1024)
     lr: float = Field(0.01, gt=0, le=10)
     momentum: float = Field(0.9, ge=0, lt=1)
+    #: Data-parallel replicas (docs/distributed.md): torch DistributedDataParallel through torchrun,
+    #: TensorFlow MultiWorkerMirroredStrategy, one process per replica. batch_size is per replica;
+    #: the headline counts every replica's images (global images/s). Strict: `true` or "2" is refused.
+    replicas: StrictInt = Field(1, ge=1, le=1024)
 
 
 def parameter_count(num_classes: int = 1000, model: str = "resnet50") -> int:
@@ -76,12 +80,14 @@ def train_flops_per_image(image_size: int = 224, num_classes: int = 1000) -> flo
     return 3.0 * 2.0 * forward_macs(image_size, num_classes)
 
 
-def synthetic_batch(p: ResNet50Params, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_batch(p: ResNet50Params, seed: int, rank: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Images (N, 3, H, W) float32 standard normal and int64 labels, from the scenario's seed.
 
-    One micro-batch of batch_size images; every backend converts it to its own layout.
+    One micro-batch of batch_size images; every backend converts it to its own layout. Replica
+    `rank` of a data-parallel run draws its own batch from (seed, rank); rank 0 draws what a
+    one-replica run draws, so its inputs_fingerprint matches the 1-replica configuration's.
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed if rank == 0 else [seed, rank])
     images = rng.standard_normal((p.batch_size, 3, p.image_size, p.image_size), dtype=np.float32)
     labels = rng.integers(0, p.num_classes, size=(p.batch_size,), dtype=np.int64)
     return images, labels
@@ -110,13 +116,15 @@ RESNET50_TRAIN = Workload(
     params_model=ResNet50Params,
     metric="throughput",
     unit="images/s",
-    # one step = grad_accum micro-batches of batch_size images
-    flops_per_step=lambda p: train_flops_per_image(p.image_size, p.num_classes) * p.batch_size * p.grad_accum,
-    items_per_step=lambda p: float(p.batch_size * p.grad_accum),
+    # one step = grad_accum micro-batches of batch_size images on each of `replicas` replicas (global)
+    flops_per_step=lambda p: train_flops_per_image(p.image_size, p.num_classes) * p.batch_size * p.grad_accum * p.replicas,
+    items_per_step=lambda p: float(p.batch_size * p.grad_accum * p.replicas),
     peak_precision=_peak_precision,
     verdict=training_verdict,
     technique_baselines={"precision": "fp32", "execution": "eager", "recompute": "none",
                          "memory_format": "channels_first"},
     x_param="batch_size",
     plots=("throughput_vs_x", "memory_vs_x"),
+    replicas_param="replicas",
+    quiet_defaults={"replicas": 1},
 )

@@ -1,0 +1,371 @@
+"""Data-parallel runs (a workload's `replicas` > 1): the framework-free half, shared by every backend.
+
+A backend that trains data-parallel says how its replicas are started (`Backend.launch`: torch wraps
+the worker in torchrun, TensorFlow starts one worker per replica with its TF_CONFIG) and how a
+replica opens its device (`Backend.open_replica`). The core keeps the rest: the timeout, the kill of
+every process it started and of every replica that registered itself, which rank failed and why,
+the merge of the replicas' results into one record, and scaling efficiency. docs/distributed.md
+describes the whole design.
+
+The replica contract, the same for every launcher: a replica's environment has HARNESS_REPLICA=1
+and torchrun's names RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE (torchrun sets them; a backend
+that launches its own processes sets them too); replica r writes its result to RESULT.rank<r> and
+registers its pid in RESULT.pids/<r>.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+#: Seconds the other processes of a launch get, after one of them failed, to write their results.
+FAIL_FAST_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where this harness invocation sits among the nodes of a data-parallel run (`harness run --nnodes ...`).
+
+    One node: everything on this machine (the default). Several: every node runs the same `harness
+    run` with its own `node_rank`; `rdzv_endpoint` (HOST:PORT on node 0) is torchrun's rendezvous
+    (its static rendezvous: node_rank 0 holds global rank 0), TensorFlow reads the cluster from
+    TF_CONFIG. Node 0 stores each record; the other nodes store none.
+    """
+
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    #: the run's place in the plan (the runner sets it per run): the same on every node
+    run_index: int = 0
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nnodes > 1
+
+    @classmethod
+    def from_env(cls, env=None) -> "Cluster":
+        """The cluster `harness run --nnodes N --node-rank K --rdzv-endpoint H:P --rdzv-id ID` asked for
+        (kept in HARNESS_NNODES, HARNESS_NODE_RANK, HARNESS_RDZV_ENDPOINT, HARNESS_RDZV_ID); InputError
+        (exit 2) for a combination that cannot work."""
+        from harness.errors import InputError
+
+        env = os.environ if env is None else env
+        try:
+            nnodes = int(env.get("HARNESS_NNODES") or 1)
+            node_rank = int(env.get("HARNESS_NODE_RANK") or 0)
+        except ValueError:
+            raise InputError("--nnodes / --node-rank: expected whole numbers", field="--nnodes") from None
+        cluster = cls(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=env.get("HARNESS_RDZV_ENDPOINT") or None,
+                      rdzv_id=env.get("HARNESS_RDZV_ID") or None)
+        if nnodes < 1 or not 0 <= node_rank < nnodes:
+            raise InputError(f"--node-rank {node_rank}: expected 0..{nnodes - 1} with --nnodes {nnodes}", field="--node-rank")
+        if nnodes > 1:
+            try:
+                cluster.endpoint()
+            except ValueError as exc:
+                raise InputError(f"{exc}; --nnodes {nnodes} needs it", field="--rdzv-endpoint") from None
+        return cluster
+
+    def endpoint(self) -> tuple[str, int]:
+        """(host, port) of the rendezvous; ValueError when absent or malformed."""
+        text = self.rdzv_endpoint or ""
+        host, _, port = text.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"--rdzv-endpoint {text!r}: expected HOST:PORT (node 0's address)")
+        return host, int(port)
+
+
+@dataclass
+class LaunchProcess:
+    """One process the runner starts for a data-parallel run: its argv and the variables added to its environment."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    #: which global ranks this process is (a torchrun process: all of this node's)
+    ranks: tuple[int, ...] = ()
+
+
+@dataclass
+class Launch:
+    """How a backend starts the replicas of one run on this node."""
+
+    processes: list[LaunchProcess]
+    #: the launcher, for the record (`torchrun --nproc-per-node 2 ...`, `one process per worker, TF_CONFIG`)
+    api: str
+    #: reads the launcher's log for the ranks that died and why ({rank: "exit code -9 (SIGKILL)"}); optional
+    failures_from_log: Callable[[str], dict[int, str]] | None = None
+    #: ranks of this node
+    local_ranks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Replica:
+    """Which replica this worker process is, read from its environment (None outside a data-parallel run)."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+
+    @classmethod
+    def from_env(cls, env=None) -> "Replica | None":
+        env = os.environ if env is None else env
+        if env.get("HARNESS_REPLICA") != "1":
+            return None
+        world = int(env.get("WORLD_SIZE", "1"))
+        return cls(rank=int(env.get("RANK", "0")), local_rank=int(env.get("LOCAL_RANK", "0")), world_size=world,
+                   local_world_size=int(env.get("LOCAL_WORLD_SIZE", str(world))))
+
+
+def rank_result_path(result_path: str | os.PathLike, rank: int) -> Path:
+    return Path(f"{result_path}.rank{rank}")
+
+
+def pid_dir(result_path: str | os.PathLike) -> Path:
+    return Path(f"{result_path}.pids")
+
+
+def register_pid(result_path: str | os.PathLike, rank: int) -> None:
+    """Note this replica's pid where the runner finds it (it kills any replica still alive after the run)."""
+    directory = pid_dir(result_path)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / str(rank)).write_text(str(os.getpid()), encoding="utf-8")
+
+
+def replica_device(device: str, local_rank: int) -> str:
+    """The neutral device of one replica: `cuda:K` with local rank i is `cuda:K+i`; `cpu` and `auto` stay
+    (`auto` is offset once the backend has resolved it)."""
+    if device.startswith("cuda:"):
+        return f"cuda:{int(device.split(':', 1)[1]) + local_rank}"
+    return device
+
+
+def threads_per_replica(cpu_threads: dict, local_replicas: int) -> dict:
+    """CPU thread pools of one replica: the scenario's where set, else the usable cores shared out
+    among this node's replicas (R processes each taking every core would only fight)."""
+    out = dict(cpu_threads or {})
+    if not out.get("intra_op"):
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        out["intra_op"] = max(1, cores // max(1, local_replicas))
+    return out
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` TCP ports free on this machine now (bound together, so they differ)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return str(code)
+
+
+def describe_exit(returncode: int | None) -> str:
+    """`exit code 1`, `killed by signal SIGKILL (the OS out-of-memory killer sends SIGKILL)`."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        hint = " (the OS out-of-memory killer sends SIGKILL)" if -returncode == signal.SIGKILL else ""
+        return f"killed by signal {_signal_name(-returncode)}{hint}"
+    return f"exit code {returncode}"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has exited; only its parent's wait is missing
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def kill_registered(result_path: str | os.PathLike) -> list[int]:
+    """SIGKILL every registered replica still alive (a launcher may start its workers in sessions of their
+    own, out of reach of its process group). Only a process whose command line names this run's result
+    file is touched, so a reused pid is left alone. Returns the pids killed."""
+    killed = []
+    directory = pid_dir(result_path)
+    if not directory.is_dir():
+        return killed
+    marker = str(result_path).encode()
+    for entry in directory.iterdir():
+        try:
+            pid = int(entry.read_text(encoding="utf-8").strip())
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if marker not in fh.read():
+                    continue
+        except (OSError, ValueError):
+            continue
+        if pid_alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def read_rank_results(result_path: str | os.PathLike, ranks) -> dict[int, dict]:
+    out = {}
+    for rank in ranks:
+        path = rank_result_path(result_path, rank)
+        if path.exists():
+            try:
+                out[rank] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+#: Statuses that say what went wrong in a replica itself, before a secondary failure of its peers.
+_ROOT_CAUSE_ORDER = ("oom", "unsupported", "diverged", "timeout", "failed")
+
+
+def merge(record: dict, results: dict[int, dict], local_ranks, world_size: int, died: dict[int, str],
+          *, timed_out: bool, node_rank: int = 0) -> dict:
+    """One record from the replicas' results: rank 0's figures, the other ranks' memory, the root-cause status.
+
+    `died`: ranks that left without a result, with how (from the launcher). Returns the record.
+    """
+    ranks = []
+    for rank in sorted(local_ranks):
+        r = results.get(rank)
+        entry = {"rank": rank, "status": r.get("status") if r else None}
+        if r:
+            entry.update(device=r.get("device"), peak_allocated_bytes=r.get("peak_allocated_bytes"),
+                         host_peak_rss_bytes=r.get("host_peak_rss_bytes"),
+                         inputs_fingerprint=(r.get("checks") or {}).get("inputs_fingerprint"),
+                         loss_last=(r.get("checks") or {}).get("loss_last"),
+                         parameters_sum=(r.get("checks") or {}).get("parameters_sum"))
+            if r.get("status") != "ok" and r.get("error"):
+                entry["error"] = str(r["error"])[:500]
+        elif rank in died:
+            entry["error"] = died[rank]
+        ranks.append(entry)
+    own = results.get(0)
+    if own:
+        record.update({k: v for k, v in own.items() if k not in ("distributed_replica",)})
+    distributed = dict(record.get("distributed") or {})
+    distributed.update((own or {}).get("distributed_replica") or {})
+    distributed["ranks"] = ranks
+    distributed["peaks_of"] = "every rank of node 0 (distributed.ranks); peak_allocated_bytes is rank 0's"
+    record["distributed"] = distributed
+
+    # the status: rank 0's if every rank was fine; else the root cause, naming the rank and the evidence
+    problems = []
+    for rank in sorted(local_ranks):
+        r = results.get(rank)
+        if r is None:
+            how = died.get(rank) or ("stopped at the timeout" if timed_out else "left without a result")
+            problems.append((rank, "timeout" if timed_out and rank not in died else "failed", f"replica rank {rank} {how}", None))
+        elif r.get("status") not in ("ok", None):
+            problems.append((rank, r["status"], f"replica rank {rank}: {r.get('error') or r['status']}", r.get("oom_evidence")))
+    if not problems:
+        if own is None and node_rank != 0:
+            record["status"] = "ok"
+        return record
+    # a replica that died or ran out of memory is the cause; its peers' errors (a broken collective) follow from it
+    # a replica that left without a result (killed, crashed) is the cause before one that wrote its error
+    # (a peer whose collective broke because of it)
+    died_first = sorted((p for p in problems if p[0] in died and p[0] not in results), key=lambda p: list(died).index(p[0]))
+    problems.sort(key=lambda p: (_ROOT_CAUSE_ORDER.index(p[1]) if p[1] in _ROOT_CAUSE_ORDER else 9, p[0]))
+    if problems[0][1] in ("oom", "unsupported", "diverged"):
+        cause = problems[0]
+    elif died_first:
+        cause = died_first[0]
+    else:
+        cause = problems[0]
+    rank, status, error, evidence = cause
+    record["status"] = status
+    record["error"] = error[:2000]
+    if evidence:
+        record["oom_evidence"] = f"replica rank {rank}: {evidence}"
+    distributed["failed_rank"] = rank
+    others = [p[2] for p in problems if p is not cause]
+    if others:
+        distributed["other_failures"] = [o[:300] for o in others]
+    return record
+
+
+def scaling_efficiency(rate: float | None, replicas: int, rate_one: float | None) -> float | None:
+    """Global rate at R replicas / (R x the rate of the same configuration at 1 replica)."""
+    if not rate or not rate_one or replicas < 1:
+        return None
+    return rate / (replicas * rate_one)
+
+
+_TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n?\s*exitcode\s*:\s*(-?\d+)", re.S)
+
+
+def torchrun_failures(log: str) -> dict[int, str]:
+    """The ranks torchrun's failure summary names (`rank : 1 (local_rank: 1)` / `exitcode : -9`), with how each ended."""
+    out: dict[int, str] = {}
+    root = log.rfind("Root Cause")
+    if root >= 0:  # the first observed failure first: merge() takes the first rank that died as the cause
+        match = _TORCHRUN_FAILURE.search(log, root)
+        if match:
+            out[int(match.group(1))] = f"{describe_exit(int(match.group(2)))} (torchrun's root cause)"
+    for match in _TORCHRUN_FAILURE.finditer(log):
+        rank, code = int(match.group(1)), int(match.group(2))
+        out.setdefault(rank, f"{describe_exit(code)} (torchrun's failure summary)")
+    return out
+
+
+class BarrierClock:
+    """A device clock whose every read waits for all replicas first (a barrier of the framework's process
+    group): rank 0's block time then runs from the moment the last replica is ready to the moment the
+    slowest one has finished, so the global rate covers the slowest replica."""
+
+    def __init__(self, inner, barrier: Callable[[], None]):
+        self._inner = inner
+        self._barrier = barrier
+
+    def sync(self) -> None:
+        self._inner.sync()
+        self._barrier()
+
+    def start(self):
+        self._inner.sync()
+        self._barrier()
+        return self._inner.start()
+
+    def stop(self, token):
+        self._inner.sync()
+        self._barrier()
+        return self._inner.stop(token)
+
+
+#: Environment variables of collective libraries worth keeping with a data-parallel record.
+COLLECTIVE_VARIABLES = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "NCCL_ALGO",
+                        "NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG",
+                        "GLOO_SOCKET_IFNAME", "TF_CONFIG")
+
+
+def collective_env() -> dict:
+    return {name: os.environ[name] for name in COLLECTIVE_VARIABLES if name in os.environ}
