@@ -48,6 +48,13 @@ GRAPH_WITH_GRAD_SCALER = (
 )
 
 
+CUDA_GRAPH_DATA_PARALLEL = (
+    "a whole-step CUDA graph of a DistributedDataParallel step is not mapped: DDP's all-reduce buckets are "
+    "launched from autograd hooks, which capture needs set up in a particular way (static_graph, a side-stream "
+    "warm-up per rank); use execution eager or compiled with replicas > 1"
+)
+
+
 class TorchOptions(BaseModel):
     """The torch backend's options (`options: {torch: {...}}`)."""
 
@@ -70,6 +77,8 @@ class TorchBackend(Backend):
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm", "resnet50_train": "backends.torch.resnet50_train"}
     options_model: ClassVar[type[BaseModel]] = TorchOptions
+    #: replicas > 1: DistributedDataParallel, one process per replica, launched through torchrun
+    data_parallel: ClassVar[bool] = True
 
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved)."""
@@ -92,7 +101,46 @@ class TorchBackend(Backend):
                 return BATCH_OF_ONE
             if execution == "cuda_graph" and params.get("precision") == "amp_fp16":
                 return GRAPH_WITH_GRAD_SCALER
+            if execution == "cuda_graph" and int(params.get("replicas") or 1) > 1:
+                return CUDA_GRAPH_DATA_PARALLEL
         return None
+
+    def launch(self, spec: dict, worker: list[str], cluster):
+        """torchrun (python -m torch.distributed.run) of this node's replicas, one process each.
+
+        One node: `--standalone` (a rendezvous on a free local port). Several: torchrun's static
+        rendezvous at --rdzv-endpoint (node 0), --nnodes, --node-rank, so node_rank 0 holds global rank
+        0; the port moves by the run's place in the plan (mod 32) so a node that starts the next run
+        early cannot meet the previous run's store.
+        """
+        import sys
+
+        from harness.distributed import Launch, LaunchProcess, threads_per_replica, torchrun_failures
+
+        replicas = int(spec["params"].get("replicas") or 1)
+        local = replicas // cluster.nnodes
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(local),
+                "--max-restarts", "0", "--monitor-interval", "0.5"]
+        if cluster.multi_node:
+            host, port = cluster.endpoint()
+            argv += ["--nnodes", str(cluster.nnodes), "--node-rank", str(cluster.node_rank), "--master-addr", host,
+                     "--master-port", str(port + cluster.run_index % 32), "--rdzv-id", str(cluster.rdzv_id)]
+        else:
+            argv += ["--standalone", "--nnodes", "1"]
+        threads = threads_per_replica(spec.get("cpu_threads") or {}, local)
+        first = cluster.node_rank * local
+        ranks = tuple(range(first, first + local))
+        shown = " ".join(a for a in argv[1:] if a != sys.executable)
+        return Launch(processes=[LaunchProcess(argv + ["-m"] + worker[2:], {"OMP_NUM_THREADS": str(threads["intra_op"])}, ranks)],
+                      api=f"torchrun ({shown} -m harness.worker): one process per replica",
+                      failures_from_log=torchrun_failures, local_ranks=ranks)
+
+    def open_replica(self, device: str, cpu_threads: dict, replica):
+        """This replica's device (cuda:K+local_rank, or the CPU) and torch.distributed's process group
+        (NCCL on a GPU, gloo on the CPU), joined through torchrun's environment."""
+        from backends.torch.device import TorchReplicaDevice
+
+        return TorchReplicaDevice(device, cpu_threads, replica)
 
     def open_device(self, device: str, cpu_threads: dict):
         """Import torch, set its thread pools, and resolve the device (`auto`: the first CUDA GPU, else the CPU)."""

@@ -287,3 +287,42 @@ class TorchDevice:
         if warning:
             ctx.warnings.append(warning)
         return probe or {}
+
+
+class TorchReplicaDevice(TorchDevice):
+    """One replica of a data-parallel run: its own device, and torch.distributed's process group joined."""
+
+    def __init__(self, name: str, cpu_threads: dict, replica):
+        import datetime
+
+        import torch.distributed as dist
+
+        if name == "auto":  # the first GPU if there is one: replica i then takes the i-th from it
+            import torch
+
+            name = f"cuda:{replica.local_rank}" if torch.cuda.is_available() and torch.cuda.device_count() else "cpu"
+        super().__init__(name, cpu_threads)
+        self.replica = replica
+        self.dist_backend = "nccl" if self.is_cuda else "gloo"
+        # env:// from torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE); the runner's timeout is the real bound
+        dist.init_process_group(self.dist_backend, timeout=datetime.timedelta(minutes=30))
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        if self.is_cuda:
+            dist.barrier(device_ids=[self.torch.index])
+        else:
+            dist.barrier()
+
+    def clock(self):
+        from harness.distributed import BarrierClock
+
+        inner, api = super().clock()
+        return BarrierClock(inner, self.barrier), f"torch.distributed.barrier() ({self.dist_backend}), then {api}"
+
+    def identity(self) -> dict:
+        fields = super().identity()
+        fields["env"]["distributed"] = {"backend": self.dist_backend, "rank": self.replica.rank,
+                                        "world_size": self.replica.world_size}
+        return fields

@@ -77,7 +77,12 @@ def prepare(p, device, run) -> Prepared:
         api["recompute"] = "none"
     model.train()
 
-    images_np, labels_np = synthetic_batch(p, run.seed)
+    replica = run.replica
+    distributed = None
+    if replica is not None:
+        model, api["distribution"], distributed = data_parallel(model, device, p)
+        api["allreduce"] = ", ".join(f"{k}={v}" for k, v in distributed.items() if k != "env")
+    images_np, labels_np = synthetic_batch(p, run.seed, replica.rank if replica is not None else 0)
     images = torch.from_numpy(images_np).to(dev)
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
@@ -150,10 +155,42 @@ def prepare(p, device, run) -> Prepared:
             "model_parameters": n_params,
             "loss_first": float(losses["first"].float().item()),
             "loss_last": float(losses["last"].float().item()),
+            # equal on every replica of a data-parallel run: the all-reduced updates kept the weights identical
+            "parameters_sum": float(sum(float(t.detach().double().sum()) for t in model.parameters())),
         }
 
-    return Prepared(step=step, api=api, checks=checks,
+    return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
                     timing_fields=lambda: {"images_per_step": float(p.batch_size * accum)})
+
+
+#: DistributedDataParallel's settings, explicit so the record states them (torch's defaults, except
+#: broadcast_buffers: off, so BatchNorm's running statistics stay per replica as under tf.distribute,
+#: and gradient_as_bucket_view: on, gradients are views into the all-reduce buckets, no copy).
+DDP_SETTINGS = {"bucket_cap_mb": 25, "gradient_as_bucket_view": True, "static_graph": False, "broadcast_buffers": False}
+
+
+def data_parallel(model, device, p):
+    """Wrap the model in DistributedDataParallel on this replica's device; the API and all-reduce settings."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = device.torch
+    ids = [dev.index] if dev.type == "cuda" else None
+    wrapped = DDP(model, device_ids=ids, output_device=ids[0] if ids else None, **DDP_SETTINGS)
+    replica = device.replica
+    allreduce = {"backend": device.dist_backend, **DDP_SETTINGS,
+                 "overlap": "each bucket's all-reduce starts during backward, from DDP's autograd hooks",
+                 "gradients": "averaged over the replicas (sum / world_size): the mean loss over the global batch",
+                 "batchnorm": "per replica (no SyncBatchNorm), as in tf.distribute"}
+    if p.execution == "compiled":
+        optimize_ddp = getattr(getattr(torch, "_dynamo", None), "config", None)
+        allreduce["dynamo_optimize_ddp"] = getattr(optimize_ddp, "optimize_ddp", None)
+    from harness.distributed import collective_env
+
+    allreduce["env"] = collective_env()
+    api = (f"torch.nn.parallel.DistributedDataParallel({', '.join(f'{k}={v}' for k, v in DDP_SETTINGS.items())}), "
+           f"{device.dist_backend}, {replica.world_size} processes (torchrun)")
+    return wrapped, api, allreduce
 
 
 def checkpoint_blocks(model) -> int:
