@@ -45,6 +45,18 @@ EAGER_TRAINING = (
 )
 
 
+CUDA_GRAPH_DATA_PARALLEL = NO_CUDA_GRAPH
+XLA_COLLECTIVES_ON_CPU = (
+    "XLA compiles TensorFlow's collectives only on GPUs (NCCL): on the CPU TensorFlow says \"Collectives are not yet "
+    "implemented for CPU devices when compiling with XLA\"; use execution graph with replicas > 1 on the CPU"
+)
+NO_TF_CONFIG = (
+    "TensorFlow data-parallel over {nnodes} nodes needs TF_CONFIG in the environment of every node's harness, "
+    "with the cluster's {replicas} workers ({{\"cluster\": {{\"worker\": [\"host0:port\", ...]}}}}); harness sets each "
+    "worker's task itself (docs/distributed.md)"
+)
+
+
 class TensorFlowOptions(BaseModel):
     """The TensorFlow backend's options (`options: {tensorflow: {...}}`)."""
 
@@ -80,6 +92,8 @@ class TensorFlowBackend(Backend):
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm", "resnet50_train": "backends.tensorflow.resnet50_train"}
     options_model: ClassVar[type[BaseModel]] = TensorFlowOptions
+    #: replicas > 1: tf.distribute.MultiWorkerMirroredStrategy, one worker process per replica (TF_CONFIG)
+    data_parallel: ClassVar[bool] = True
 
     def keras_choice(self, options: dict | None) -> str:
         """`keras3` or `tf_keras`: the Keras a run with these options builds its model with."""
@@ -98,6 +112,8 @@ class TensorFlowBackend(Backend):
             return reason
         if params.get("execution") == "cuda_graph":
             return NO_CUDA_GRAPH
+        if device == "cpu" and params.get("execution") == "compiled" and int(params.get("replicas") or 1) > 1:
+            return XLA_COLLECTIVES_ON_CPU
         if device == "cpu" and params.get("precision") == "tf32":
             return "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
         if workload == "resnet50_train" and params.get("model") == "keras_resnet50_v1" and params.get("recompute") == "blocks":
@@ -128,6 +144,49 @@ class TensorFlowBackend(Backend):
         if _version_tuple(self.framework_version()) >= (2, 16):
             env["TF_USE_LEGACY_KERAS"] = "1" if self.keras_choice(options) == "tf_keras" else "0"
         return env
+
+    def launch(self, spec: dict, worker: list[str], cluster):
+        """One worker process per replica of this node, each with its TF_CONFIG (MultiWorkerMirroredStrategy).
+
+        One node: the cluster is this machine's loopback, on free ports. Several: the cluster comes from
+        the TF_CONFIG the user set for every node (its `cluster.worker` list, one entry per replica, node
+        0's first); harness gives each local worker its task index, node_rank x local replicas + i.
+        """
+        import json
+
+        from harness.distributed import Launch, LaunchProcess, free_ports, threads_per_replica
+        from harness.errors import Unsupported
+
+        replicas = int(spec["params"].get("replicas") or 1)
+        local = replicas // cluster.nnodes
+        if cluster.multi_node:
+            try:
+                workers = list(json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {}).get("worker") or [])
+            except (ValueError, AttributeError):
+                workers = []
+            if len(workers) != replicas:
+                raise Unsupported(NO_TF_CONFIG.format(nnodes=cluster.nnodes, replicas=replicas)
+                                  + (f"; its cluster lists {len(workers)} worker(s)" if workers else ""))
+            source = "TF_CONFIG's cluster from the environment"
+        else:
+            workers = [f"localhost:{port}" for port in free_ports(replicas)]
+            source = "localhost, free ports"
+        threads = threads_per_replica(spec.get("cpu_threads") or {}, local)
+        processes = []
+        for i in range(local):
+            rank = cluster.node_rank * local + i
+            config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}}
+            processes.append(LaunchProcess(list(worker), {
+                "TF_CONFIG": json.dumps(config), "RANK": str(rank), "LOCAL_RANK": str(i), "WORLD_SIZE": str(replicas),
+                "LOCAL_WORLD_SIZE": str(local), "OMP_NUM_THREADS": str(threads["intra_op"])}, (rank,)))
+        return Launch(processes=processes, local_ranks=tuple(p.ranks[0] for p in processes),
+                      api=f"one worker process per replica, TF_CONFIG ({source}): {', '.join(workers)}")
+
+    def open_replica(self, device: str, cpu_threads: dict, replica):
+        """This replica's device (only it visible to TensorFlow) and MultiWorkerMirroredStrategy over the workers."""
+        from backends.tensorflow.device import TensorFlowReplicaDevice
+
+        return TensorFlowReplicaDevice(device, cpu_threads, replica)
 
     def open_device(self, device: str, cpu_threads: dict):
         """Import TensorFlow, set its thread pools, turn memory growth on and resolve the device."""

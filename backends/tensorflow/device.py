@@ -184,6 +184,93 @@ class TensorFlowDevice:
         return {}
 
 
+#: bytes_per_pack of the gradient all-reduce: torch DDP's 25 MiB bucket, so both sides pack alike
+BYTES_PER_PACK = 25 * 1024 * 1024
+
+
+class TensorFlowReplicaDevice(TensorFlowDevice):
+    """One worker of a data-parallel run: its one device visible, and MultiWorkerMirroredStrategy made
+    before any op runs (TensorFlow requires it at the start of the program)."""
+
+    def __init__(self, name: str, cpu_threads: dict, replica):
+        tf = compat.tf_module()
+        self.threads = set_threads(cpu_threads)
+        enable_memory_growth()
+        gpus = tf.config.list_physical_devices("GPU")
+        if name == "auto":
+            name = f"cuda:{replica.local_rank}" if gpus else "cpu"
+        if name.startswith("cuda:"):
+            index = int(name.split(":", 1)[1])
+            if index >= len(gpus):
+                raise Unsupported(f"replica rank {replica.rank} needs device {name}, but TensorFlow sees "
+                                  f"{len(gpus)} GPU(s)")
+            # this worker's GPU only: MultiWorkerMirroredStrategy would otherwise take every GPU it sees
+            tf.config.set_visible_devices([gpus[index]], "GPU")
+            self.placement = Placement(name, "/GPU:0")
+            implementation = tf.distribute.experimental.CommunicationImplementation.NCCL
+        else:
+            tf.config.set_visible_devices([], "GPU")
+            self.placement = Placement("cpu", "/CPU:0")
+            implementation = tf.distribute.experimental.CommunicationImplementation.RING
+        self.neutral = self.placement.neutral
+        self._peak = AllocatorPeak(self.placement)
+        self.replica = replica
+        options = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=BYTES_PER_PACK,
+                                                                  implementation=implementation)
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        if self.strategy.num_replicas_in_sync != replica.world_size:
+            raise Unsupported(f"MultiWorkerMirroredStrategy has {self.strategy.num_replicas_in_sync} replicas in sync, "
+                              f"expected {replica.world_size} (one device per worker)")
+        self.allreduce = {"strategy": "tf.distribute.MultiWorkerMirroredStrategy",
+                          "implementation": implementation.name, "bytes_per_pack": BYTES_PER_PACK,
+                          "overlap": "none: the gradients are all-reduced after the whole backward, in the optimizer's apply",
+                          "gradients": "summed over the replicas of a loss divided by the global batch: the mean over it",
+                          "batchnorm": "per replica (Keras BatchNormalization, not SyncBatchNormalization)"}
+        self._barrier = None
+
+    def barrier(self) -> None:
+        """A one-number all-reduce over every worker: returns once all of them reached it."""
+        tf = compat.tf_module()
+        if self._barrier is None:
+            strategy = self.strategy
+
+            def one():
+                return tf.distribute.get_replica_context().all_reduce("sum", tf.constant(1.0))
+
+            self._barrier = tf.function(lambda: strategy.run(one), jit_compile=False)
+        for value in self.strategy.experimental_local_results(self._barrier()):
+            value.numpy()
+
+    def clock(self):
+        from harness.distributed import BarrierClock
+
+        sync, api = compat.device_sync()
+        state = {"sync": sync}
+
+        def local_sync():
+            # sync_devices refuses a multi-worker eager context on some versions ("Haven't set up remote eager
+            # worker"); the barrier after it reads an all-reduce back to the host, which waits for the device
+            if state["sync"] is None:
+                return
+            try:
+                state["sync"]()
+            except compat.tf_module().errors.OpError:
+                state["sync"] = None
+
+        return BarrierClock(WallClock(local_sync), self.barrier), (
+            f"{api} where this context allows it, then an all-reduce barrier of every worker read back to the host")
+
+    def scope(self):
+        """Variables made inside are mirrored on every worker (strategy.scope())."""
+        return self.strategy.scope()
+
+    def identity(self) -> dict:
+        fields = super().identity()
+        fields["env"]["distributed"] = {"strategy": "MultiWorkerMirroredStrategy", "rank": self.replica.rank,
+                                        "world_size": self.replica.world_size}
+        return fields
+
+
 def environment() -> dict:
     """The framework side of the record's `env`: versions TF was built with, Keras, relevant variables."""
     tf = compat.tf_module()
@@ -224,6 +311,36 @@ class Step:
         if self.traced is None:
             return None
         return int(self.traced.experimental_get_tracing_count())
+
+
+def build_replica_step(fn, execution: str, strategy) -> Step:
+    """build_step for one worker of a data-parallel run: the step runs through strategy.run, whose
+    optimizer apply all-reduces the gradients. compiled: XLA over the replica's step (the all-reduce
+    inside it), the outer tf.function not compiled."""
+    tf = compat.tf_module()
+
+    if execution == "eager":
+        def run_eagerly(x, y):
+            return strategy.run(fn, args=(x, y))
+
+        return Step(run_eagerly, "eager: strategy.run of the plain Python step, ops dispatched one by one")
+    if tf.config.functions_run_eagerly():
+        raise Unsupported("tf.config.run_functions_eagerly(True) is set in this process; tf.function would run eagerly")
+    if execution == "graph":
+        def distributed_step(x, y):
+            return strategy.run(fn, args=(x, y))
+
+        traced = tf.function(distributed_step, jit_compile=False)
+        return Step(traced, "tf.function(jit_compile=False) around strategy.run(step)", traced)
+    if execution == "compiled":
+        inner = tf.function(fn, jit_compile=True)
+
+        def compiled_step(x, y):
+            return strategy.run(inner, args=(x, y))
+
+        traced = tf.function(compiled_step, jit_compile=False)
+        return Step(traced, "tf.function(strategy.run(tf.function(step, jit_compile=True)))", inner)
+    raise Unsupported(f"execution {execution!r} is not one the TensorFlow backend maps (eager, graph, compiled)")
 
 
 def build_step(fn, execution: str) -> Step:

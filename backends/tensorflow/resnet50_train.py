@@ -202,7 +202,8 @@ def prepare(params, dev, run) -> Prepared:
         if problem:
             raise Unsupported(problem)
 
-    compat.clear_session()
+    if getattr(dev, "strategy", None) is None:  # a replica's process is fresh, and clearing would drop strategy.scope()
+        compat.clear_session()
     gc.collect()  # an earlier run's model in this process would otherwise count in the allocator peak
     compat.set_random_seed(run.seed)
     # the policy is global and read when layers are created: set it (float32 too) before building
@@ -215,7 +216,10 @@ def prepare(params, dev, run) -> Prepared:
         model = build_keras_resnet50_v1(params.image_size, params.num_classes, data_format)
         api["model"] = "keras.applications.ResNet50(weights=None, classifier_activation=None) (v1, conv bias)"
     variables = model.trainable_variables
-    images_host, labels_host = synthetic_batch(params, run.seed)
+    replica = run.replica
+    strategy = getattr(dev, "strategy", None) if replica is not None else None
+    world = replica.world_size if replica is not None else 1
+    images_host, labels_host = synthetic_batch(params, run.seed, replica.rank if replica is not None else 0)
     if data_format == "channels_last":
         images_host = np.ascontiguousarray(images_host.transpose(0, 2, 3, 1))
     images = tf.constant(images_host)
@@ -255,8 +259,9 @@ def prepare(params, dev, run) -> Prepared:
         with tf.GradientTape() as tape:
             logits = tf.cast(model(x, training=True), tf.float32)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-            # the mean over all grad_accum * batch_size images, as one large batch would give
-            scaled = update.scale(loss / accum)
+            # the mean over all grad_accum * batch_size images (of every replica: the optimizer sums the
+            # replicas' gradients), as one large batch would give
+            scaled = update.scale(loss / (accum * world))
         return loss, tape.gradient(scaled, variables)
 
     def train_step(x, y):
@@ -280,7 +285,13 @@ def prepare(params, dev, run) -> Prepared:
         update.apply(grads, variables)
         return loss
 
-    step_fn = device.build_step(train_step, params.execution)
+    if strategy is not None:
+        step_fn = device.build_replica_step(train_step, params.execution, strategy)
+        api["distribution"] = (f"tf.distribute.MultiWorkerMirroredStrategy, {world} worker processes, one replica each "
+                               f"({dev.allreduce['implementation']}, bytes_per_pack={dev.allreduce['bytes_per_pack']})")
+        api["allreduce"] = ", ".join(f"{k}={v}" for k, v in dev.allreduce.items())
+    else:
+        step_fn = device.build_step(train_step, params.execution)
     api["execution"] = step_fn.api + " of the whole step: forward, tf.GradientTape backward, optimizer update"
     if params.execution == "compiled" and placement.is_gpu:
         api["execution"] += f"; {device.xla_command_buffers()}"
@@ -295,6 +306,8 @@ def prepare(params, dev, run) -> Prepared:
     def step():
         try:
             loss = step_fn.call(images, labels)
+            if strategy is not None:  # this worker's one replica's loss
+                loss = strategy.experimental_local_results(loss)[0]
         except (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError) as exc:
             _raise_if_layout_unsupported(exc, data_format, placement)
             raise
@@ -313,6 +326,8 @@ def prepare(params, dev, run) -> Prepared:
             "model_parameters_expected": parameter_count(params.num_classes, params.model),
             "loss_first": float(losses["first"].numpy()),
             "loss_last": float(losses["last"].numpy()),
+            # equal on every replica of a data-parallel run: the all-reduced updates kept the weights identical
+            "parameters_sum": float(sum(float(np.sum(np.asarray(v.numpy(), dtype=np.float64))) for v in model.trainable_variables)),
         }
 
     def timing_fields() -> dict:
@@ -321,7 +336,12 @@ def prepare(params, dev, run) -> Prepared:
             out["loss_scale"] = compat.loss_scale_value(update.optimizer)
         return out
 
-    return Prepared(step=step, api=api, checks=checks, timing_fields=timing_fields)
+    distributed = None
+    if strategy is not None:
+        from harness.distributed import collective_env
+
+        distributed = {"allreduce": {**dev.allreduce, "env": {k: v for k, v in collective_env().items() if k != "TF_CONFIG"}}}
+    return Prepared(step=step, api=api, checks=checks, timing_fields=timing_fields, distributed=distributed)
 
 
 def _raise_if_layout_unsupported(exc: Exception, data_format: str, placement: device.Placement) -> None:
