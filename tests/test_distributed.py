@@ -1,0 +1,350 @@
+"""Data-parallel ResNet-50 training (issue 17): replicas through torchrun + DDP (gloo on the CPU) and
+tf.distribute.MultiWorkerMirroredStrategy, their records, failures, several nodes on localhost.
+
+The real runs use 32-px images, batch 2 per replica, 1-step blocks: each takes seconds on 2 cores.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import distributed as dp
+from harness.backend import Backend
+from harness.errors import InputError
+from harness.plan import run_key
+from harness.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+HAS_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("torchvision") is not None
+HAS_TF = importlib.util.find_spec("tensorflow") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch and torchvision")
+needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs TensorFlow")
+
+TINY = {"batch_size": 2, "image_size": 32, "num_classes": 10, "memory_format": "channels_last"}
+
+
+def scenario(backend: str, measure: dict | None = None, **params) -> dict:
+    return {"name": "dp", "workload": "resnet50_train", "params": {**TINY, "replicas": 2, **params},
+            "measure": {"warmup": 0, "steps": 1, "repeats": 2, "processes": 1, "timeout_s": 300, **(measure or {})},
+            "backends": [backend], "devices": ["cpu"]}
+
+
+def records(store: Path) -> list[dict]:
+    if not store.exists():
+        return []
+    with sqlite3.connect(store) as db:
+        return [json.loads(r[0]) for r in db.execute("SELECT record FROM results ORDER BY started_at, rowid")]
+
+
+def leftovers(marker: str) -> list[str]:
+    """Command lines of live processes that name `marker` (a test's temporary directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and dp.pid_alive(int(entry.name)):
+            found.append(cmdline)
+    return found
+
+
+# --------------------------------------------------------------------------- validation, keys, seam
+
+
+@pytest.mark.parametrize("value, words", [(0, "greater than or equal to 1"), (True, "boolean"), ("2", "integer"),
+                                          (1.5, "integer"), (-3, "greater than or equal to 1")])
+def test_bad_replicas_are_input_errors_naming_file_and_field(write_scenario, value, words):
+    path = write_scenario({"name": "r", "workload": "resnet50_train", "params": {"replicas": value}})
+    with pytest.raises(InputError) as info:
+        load_scenario(path)
+    assert path in str(info.value) and "params.replicas" in str(info.value)
+    assert words in str(info.value).lower() or words in str(info.value)
+
+
+def test_bad_replicas_exit_2_from_the_cli(write_scenario, harness_cli):
+    path = write_scenario({"name": "r", "workload": "resnet50_train", "params": {"replicas": 0}})
+    code, _, err = harness_cli("run", path, "--dry-run")
+    assert code == 2 and "params.replicas" in err and path in err
+
+
+def test_one_replica_keeps_the_run_key_of_records_made_before_replicas_existed():
+    params = {"batch_size": 4}
+    assert run_key("s", "resnet50_train", "torch", "cpu", {**params, "replicas": 1}) == \
+        run_key("s", "resnet50_train", "torch", "cpu", params)
+    assert run_key("s", "resnet50_train", "torch", "cpu", {**params, "replicas": 2}) != \
+        run_key("s", "resnet50_train", "torch", "cpu", params)
+
+
+def test_global_work_per_step_counts_every_replica():
+    from harness.workloads import WORKLOADS
+
+    w = WORKLOADS["resnet50_train"]
+    one, two = w.validate({**TINY}), w.validate({**TINY, "replicas": 2})
+    assert w.headline_per_step(two) == 2 * w.headline_per_step(one) == 4.0
+    assert w.flops_per_step(two) == 2 * w.flops_per_step(one)
+
+
+def test_a_backend_without_data_parallel_is_unsupported_not_a_crash():
+    class Plain(Backend):
+        name = "plain"
+        workloads = {"resnet50_train": {}}
+
+    reason = Plain().unsupported_reason("resnet50_train", {"replicas": 2}, "cpu")
+    assert reason and "does not implement data-parallel" in reason
+    assert Plain().unsupported_reason("resnet50_train", {"replicas": 1}, "cpu") is None
+
+
+def test_the_jax_plugin_answers_unsupported_for_replicas():
+    sys.path.insert(0, str(ROOT / "plugins" / "harness-jax"))
+    try:
+        jax_backend = pytest.importorskip("harness_jax")
+        reason = jax_backend.JaxBackend().unsupported_reason("resnet50_train", {"replicas": 2, "execution": "compiled"}, "cpu")
+        assert reason and "data-parallel" in reason
+    finally:
+        sys.path.remove(str(ROOT / "plugins" / "harness-jax"))
+
+
+def test_fake_backend_run_with_replicas_is_unsupported_in_the_record(fake_backend, write_scenario, harness_cli, tmp_path):
+    path = write_scenario({**scenario("fake"), "backends": ["fake"]})
+    code, out, err = harness_cli("run", path, "--store", str(tmp_path / "f.db"))
+    assert code == 3, err  # the only run is unsupported: no measurement
+    (record,) = records(tmp_path / "f.db")
+    assert record["status"] == "unsupported" and "data-parallel" in record["error"] and record["replicas"] == 2
+
+
+def test_cluster_flags_are_checked_together():
+    with pytest.raises(InputError, match="node-rank"):
+        dp.Cluster.from_env({"HARNESS_NNODES": "2", "HARNESS_NODE_RANK": "2", "HARNESS_RDZV_ENDPOINT": "h:1"})
+    with pytest.raises(InputError, match="rdzv-endpoint"):
+        dp.Cluster.from_env({"HARNESS_NNODES": "2", "HARNESS_NODE_RANK": "1"})
+    assert dp.Cluster.from_env({}) == dp.Cluster()
+
+
+# --------------------------------------------------------------------------- merging the replicas' results
+
+
+def test_torchrun_failure_summary_names_the_root_cause_rank():
+    log = """
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+harness.worker FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_10:00:00
+  host      : box
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 4242)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 4242
+"""
+    assert dp.torchrun_failures(log) == {1: "killed by signal SIGKILL (the OS out-of-memory killer sends SIGKILL) "
+                                            "(torchrun's root cause)"}
+
+
+def test_merge_names_the_replica_that_died_not_the_peer_whose_collective_broke():
+    peer = {"status": "failed", "error": "RuntimeError: Connection closed by peer", "checks": {}}
+    record = dp.merge({"distributed": {}}, {0: peer}, (0, 1), 2, {1: "killed by signal SIGKILL"}, timed_out=False)
+    assert record["status"] == "failed" and record["error"].startswith("replica rank 1 killed by signal SIGKILL")
+    assert record["distributed"]["failed_rank"] == 1
+
+
+def test_merge_an_out_of_memory_replica_makes_the_run_oom_with_its_evidence():
+    ok = {"status": "ok", "median": 10.0, "checks": {"inputs_fingerprint": "a"}}
+    oom = {"status": "oom", "error": "OutOfMemoryError: CUDA out of memory", "oom_evidence": "OutOfMemoryError: CUDA"}
+    record = dp.merge({"distributed": {}}, {0: ok, 1: oom}, (0, 1), 2, {}, timed_out=False)
+    assert record["status"] == "oom" and "replica rank 1" in record["error"]
+    assert record["oom_evidence"].startswith("replica rank 1:")
+
+
+def test_merge_all_ok_keeps_rank_0_figures_and_every_rank():
+    results = {r: {"status": "ok", "median": 10.0 + r, "peak_allocated_bytes": 100 + r, "device": f"cuda:{r}",
+                   "checks": {"inputs_fingerprint": str(r)}} for r in (0, 1)}
+    record = dp.merge({"distributed": {}}, results, (0, 1), 2, {}, timed_out=False)
+    assert record["status"] == "ok" and record["median"] == 10.0 and record["peak_allocated_bytes"] == 100
+    assert [r["device"] for r in record["distributed"]["ranks"]] == ["cuda:0", "cuda:1"]
+
+
+def test_scaling_efficiency_and_replica_devices():
+    assert dp.scaling_efficiency(190.0, 2, 100.0) == pytest.approx(0.95)
+    assert dp.scaling_efficiency(None, 2, 100.0) is None
+    assert dp.replica_device("cuda:2", 1) == "cuda:3" and dp.replica_device("cpu", 1) == "cpu"
+    assert dp.threads_per_replica({"intra_op": 3}, 2)["intra_op"] == 3
+    assert dp.threads_per_replica({}, 64)["intra_op"] == 1
+
+
+# --------------------------------------------------------------------------- real runs on the CPU
+
+
+def _check_ok_record(record: dict, backend: str):
+    assert record["status"] == "ok", (record.get("error"), record.get("log_tail"))
+    assert record["replicas"] == 2 and record["params"]["batch_size"] == 2
+    dist = record["distributed"]
+    assert dist["world_size"] == 2 and dist["global_batch"] == 4
+    ranks = dist["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["status"] == "ok" for r in ranks)
+    # each rank trained on its own inputs; rank 0's are the 1-replica run's
+    assert ranks[0]["inputs_fingerprint"] == record["checks"]["inputs_fingerprint"] != ranks[1]["inputs_fingerprint"]
+    # the all-reduce kept every replica's weights identical after different inputs
+    assert ranks[0]["parameters_sum"] == pytest.approx(ranks[1]["parameters_sum"], rel=1e-6)
+    assert record["median"] > 0 and dist["allreduce"]
+    return dist
+
+
+@needs_torch
+def test_torch_two_gloo_replicas_and_scaling_efficiency(write_scenario, harness_cli, tmp_path):
+    data = scenario("torch")
+    data["params"].pop("replicas")
+    data["sweep"] = {"replicas": [1, 2]}
+    data["seed"] = 3  # the plan runs replicas=1 first with this seed, so the 2-replica record gets its efficiency
+    store = tmp_path / "t.db"
+    code, out, err = harness_cli("run", write_scenario(data), "--store", str(store), env={"TMPDIR": str(tmp_path)})
+    assert code == 0, err
+    by = {r["replicas"]: r for r in records(store)}
+    dist = _check_ok_record(by[2], "torch")
+    assert dist["allreduce"]["backend"] == "gloo" and dist["allreduce"]["bucket_cap_mb"] == 25
+    assert "torchrun" in dist["launcher"] and "DistributedDataParallel" in by[2]["api"]["distribution"]
+    assert by[1]["checks"]["inputs_fingerprint"] == by[2]["checks"]["inputs_fingerprint"]
+    assert by[1]["distributed"] == {} and by[1]["replicas"] == 1
+    if by[1]["started_at"] < by[2]["started_at"]:
+        assert by[2]["scaling_efficiency"] == pytest.approx(by[2]["median"] / (2 * by[1]["median"]))
+    code, out, err = harness_cli("compare", "--by", "replicas", "--store", str(store), "--wide")
+    assert code == 0 and "scaling efficiency" in out, err
+    assert leftovers(str(tmp_path)) == []
+
+
+@needs_tf
+def test_tensorflow_two_workers_graph(write_scenario, harness_cli, tmp_path):
+    store = tmp_path / "tf.db"
+    code, out, err = harness_cli("run", write_scenario(scenario("tensorflow", execution="graph")), "--store", str(store),
+                                 env={"TMPDIR": str(tmp_path)})
+    assert code == 0, err
+    (record,) = records(store)
+    dist = _check_ok_record(record, "tensorflow")
+    assert dist["allreduce"]["strategy"] == "tf.distribute.MultiWorkerMirroredStrategy"
+    assert dist["allreduce"]["implementation"] == "RING" and dist["allreduce"]["bytes_per_pack"] > 0
+    assert "TF_CONFIG" in dist["launcher"] and "MultiWorkerMirroredStrategy" in record["api"]["distribution"]
+    assert leftovers(str(tmp_path)) == []
+
+
+@needs_tf
+def test_tensorflow_compiled_with_replicas_on_the_cpu_is_unsupported_with_the_reason(write_scenario, harness_cli, tmp_path):
+    store = tmp_path / "x.db"
+    code, _, err = harness_cli("run", write_scenario(scenario("tensorflow", execution="compiled")), "--store", str(store))
+    assert code == 3, err
+    (record,) = records(store)
+    assert record["status"] == "unsupported" and "XLA" in record["error"]
+
+
+@needs_tf
+def test_tensorflow_keras_choices_with_two_workers(write_scenario, harness_cli, tmp_path):
+    """The other Keras of this era (tf_keras beside Keras 3 on TF 2.16+; tf.keras on TF 2.12) trains data-parallel too."""
+    from backends.tensorflow import TensorFlowBackend, _version_tuple
+
+    modern = _version_tuple(TensorFlowBackend().framework_version()) >= (2, 16)
+    data = {**scenario("tensorflow", execution="graph"), "options": {"tensorflow": {"keras": "tf_keras"}}}
+    if modern and importlib.util.find_spec("tf_keras") is None:
+        pytest.skip("tf_keras is not installed")
+    store = tmp_path / "k.db"
+    code, _, err = harness_cli("run", write_scenario(data), "--store", str(store))
+    assert code == 0, err
+    (record,) = records(store)
+    _check_ok_record(record, "tensorflow")
+    assert "Keras 2" in record["api"]["keras"]
+
+
+def _kill_rank_when_running(tmp_path: Path, rank: int, killed: list):
+    """Watch the runner's temporary directory; SIGKILL `rank` once it has timed a block."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        for pid_file in tmp_path.glob(f"harness-run-*/result.json.pids/{rank}"):
+            progress = pid_file.parent.parent / "progress.jsonl"
+            if progress.exists() and b'"block"' in progress.read_bytes():
+                pid = int(pid_file.read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+        time.sleep(0.2)
+
+
+@needs_torch
+@pytest.mark.parametrize("backend", ["torch", pytest.param("tensorflow", marks=needs_tf)])
+def test_a_replica_killed_with_sigkill_fails_the_run_naming_its_rank_and_nothing_survives(
+        backend, write_scenario, harness_cli, tmp_path):
+    data = scenario(backend, measure={"repeats": 10000, "steps": 1, "timeout_s": 240},
+                    **({"execution": "graph"} if backend == "tensorflow" else {}))
+    killed: list = []
+    watcher = threading.Thread(target=_kill_rank_when_running, args=(tmp_path, 1, killed), daemon=True)
+    watcher.start()
+    store = tmp_path / "k.db"
+    started = time.monotonic()
+    code, out, err = harness_cli("run", write_scenario(data), "--store", str(store), env={"TMPDIR": str(tmp_path)})
+    watcher.join(5)
+    assert killed, err
+    assert code == 1, err
+    (record,) = records(store)
+    assert record["status"] == "failed" and record["distributed"]["failed_rank"] == 1, record["error"]
+    assert "replica rank 1" in record["error"] and "SIGKILL" in record["error"]
+    assert time.monotonic() - started < 200  # the peers were ended, not left to the timeout
+    assert leftovers(str(tmp_path)) == []
+
+
+@needs_torch
+def test_a_timeout_ends_every_replica(write_scenario, harness_cli, tmp_path):
+    data = scenario("torch", measure={"repeats": 10000, "timeout_s": 12})
+    store = tmp_path / "t.db"
+    code, _, err = harness_cli("run", write_scenario(data), "--store", str(store), env={"TMPDIR": str(tmp_path)})
+    assert code == 1, err
+    (record,) = records(store)
+    assert record["status"] == "timeout" and "every replica stopped" in record["error"]
+    assert leftovers(str(tmp_path)) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@needs_torch
+@pytest.mark.parametrize("backend", ["torch", pytest.param("tensorflow", marks=needs_tf)])
+def test_two_nodes_on_localhost(backend, write_scenario, tmp_path):
+    """Two `harness run` invocations, node 0 and node 1, one replica each: node 0 stores the record."""
+    data = scenario(backend, **({"execution": "graph"} if backend == "tensorflow" else {}))
+    path = write_scenario(data)
+    port = _free_port()
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    if backend == "tensorflow":
+        ports = dp.free_ports(2)
+        env["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]}})
+    procs = []
+    for node in (0, 1):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "harness", "run", path, "--store", str(tmp_path / f"node{node}.db"), "-q",
+             "--nnodes", "2", "--node-rank", str(node), "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "t"],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    (record,) = records(tmp_path / "node0.db")
+    assert records(tmp_path / "node1.db") == []
+    assert record["status"] == "ok" and record["distributed"]["nnodes"] == 2
+    assert record["distributed"]["world_size"] == 2 and [r["rank"] for r in record["distributed"]["ranks"]] == [0]
+    assert leftovers(str(tmp_path)) == []
