@@ -854,6 +854,28 @@ def technique_section(records: list[dict], colours: dict) -> Section:
     return section
 
 
+def scaling_section(records: list[dict]) -> Section | None:
+    """Data-parallel scaling (docs/distributed.md): each configuration against itself at fewer replicas,
+    with its scaling efficiency; None when no record ran more than one replica."""
+    from harness.workloads import WORKLOADS
+
+    section = Section("Data-parallel scaling")
+    for workload in dict.fromkeys(r.get("workload") for r in records):
+        name = getattr(WORKLOADS.get(workload), "replicas_param", None)
+        mine = [r for r in records if r.get("workload") == workload]
+        if not name or len({int(r.get("replicas") or 1) for r in mine}) < 2:
+            continue
+        try:
+            table = compare(mine, [name])
+        except InputError:
+            continue
+        common, rows = display_rows(table)
+        section.parts.append(("text", describe_common(common) + ". Scaling efficiency: global rate at R replicas / "
+                              "(R x the rate at the baseline's replicas / its replicas)."))
+        section.parts.append(("table", [{k: v for k, v in r.items() if k != "warnings"} for r in rows]))
+    return section if section.parts else None
+
+
 # --------------------------------------------------------------------------- the rest
 def device_ratio_rows(records: list[dict]) -> list[dict] | str:
     """Measured device ratios beside datasheet ratios as display rows; or why there are none."""
@@ -937,6 +959,9 @@ def build_sections(records) -> list[Section]:
     for name in dict.fromkeys(r.get("workload") for r in records):
         sections.append(workload_section(name, [r for r in records if r.get("workload") == name], colours))
     sections.append(technique_section(ok_records(records), colours))
+    scaling = scaling_section(ok_records(records))
+    if scaling is not None:
+        sections.append(scaling)
 
     devices = Section("Device ratios: measured beside datasheet")
     ratios = device_ratio_rows(ok_records(records))

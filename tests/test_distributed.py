@@ -228,6 +228,9 @@ def test_torch_two_gloo_replicas_and_scaling_efficiency(write_scenario, harness_
         assert by[2]["scaling_efficiency"] == pytest.approx(by[2]["median"] / (2 * by[1]["median"]))
     code, out, err = harness_cli("compare", "--by", "replicas", "--store", str(store), "--wide")
     assert code == 0 and "scaling efficiency" in out, err
+    code, out, err = harness_cli("report", "--store", str(store), "--output", str(tmp_path / "rep"))
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert code == 0 and "## Data-parallel scaling" in report and "scaling efficiency" in report, err
     assert leftovers(str(tmp_path)) == []
 
 
