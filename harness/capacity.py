@@ -37,12 +37,20 @@ EDGE_ERRORS = ("CUDNN_STATUS_INTERNAL_ERROR", "CUDNN_STATUS_NOT_SUPPORTED", "CUD
                "CUBLAS_STATUS_INTERNAL_ERROR", "CUBLAS_STATUS_NOT_SUPPORTED", "CUBLAS_STATUS_EXECUTION_FAILED")
 
 
+#: Kernel failures that, after a smaller batch fit, mean the batch is too large for a kernel rather than for
+#: the memory: TensorFlow's GPU kernels index many tensors with 32-bit integers, and past 2**31 elements
+#: (ResNet-50's stem activation at about 2,700 images) some fail with an illegal address instead of an error.
+SIZE_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered")
+
+
 def fits(record: dict, smaller_fit: bool = False) -> bool | None:
     """True if a probe trained, False if it ran out of memory, None if it failed otherwise.
 
     A worker killed by SIGKILL on the CPU is counted as out of memory: that is what the OS
     out-of-memory killer sends. After a smaller batch fit, a cuDNN/cuBLAS internal or
-    not-supported error is too (EDGE_ERRORS). A probe that timed out twice counts as not fitting.
+    not-supported error is too (EDGE_ERRORS), and a kernel that fails with an illegal address at a size
+    (SIZE_ERRORS), which is no memory failure and is said to be none (`limited_by: kernel`). A probe
+    that timed out twice counts as not fitting.
     Each such call is noted in the probe record's warnings.
     """
     status = record.get("status")
@@ -59,6 +67,13 @@ def fits(record: dict, smaller_fit: bool = False) -> bool | None:
             record.setdefault("warnings", []).append(
                 f"counted as out of memory: {hit} after a smaller batch fit (cuDNN/cuBLAS report allocation "
                 "failures at the memory limit this way)")
+            return False
+        hit = next((e for e in SIZE_ERRORS if e in error), None)
+        if hit:
+            record.setdefault("warnings", []).append(
+                f"counted as not fitting, though not for memory: {hit} after a smaller batch fit (a kernel that "
+                "fails past a tensor size, such as 32-bit indexing past 2**31 elements)")
+            record["limited_by"] = "kernel"
             return False
     return None
 
@@ -270,7 +285,8 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                     "probes": [[p["params"].get("batch_size"), p.get("status")] for p in probes],
                     "first_failing_batch_size": first_bad,
                     "failure": (failing or {}).get("error"),
-                    "failure_evidence": (failing or {}).get("oom_evidence") or (failing or {}).get("error"),
+                    "failure_evidence": (failing or {}).get("oom_evidence") or _evidence((failing or {}).get("error")),
+                    "limited_by": _limited_by(failing, first_bad, best, limit),
                     "search": (f"doubling from {start} (jumping to the memory model's limit once two probes fit), "
                                f"then bisection to within {resolution}; limit {limit}"),
                     "within_pct": (100.0 * (first_bad - 1 - best) / best) if best and first_bad else None,
@@ -288,6 +304,24 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
         runner.store.add(record)
         outcome.records.append(record)
         runner.on_result(i, len(configs), record)
+
+
+def _evidence(error) -> str | None:
+    """The line of an error that names its cause (a known memory or kernel message), else its first line."""
+    if not error:
+        return None
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    known = EDGE_ERRORS + SIZE_ERRORS + ("failed to allocate", "out of memory", "OOM when allocating")
+    return next((line for line in lines if any(k in line for k in known)), lines[0] if lines else None)
+
+
+def _limited_by(failing: dict | None, first_bad: int | None, best: int, limit: int) -> str | None:
+    """What bounded the answer: memory, a kernel's size limit, a probe's time, the search's limit."""
+    if failing is None:
+        return "limit" if first_bad is None and best >= limit else None
+    if failing.get("limited_by"):
+        return failing["limited_by"]
+    return "time" if failing.get("timed_out_twice") else "memory"
 
 
 def _probe_once(runner, base: RunSpec, n: int, timeout_s: float, capacity_id: str) -> dict:

@@ -41,8 +41,10 @@ def host_peak_rss_bytes() -> int | None:
 
 
 def _error_text(exc: BaseException) -> str:
+    """The error as a record keeps it: its head and its tail, where frameworks put the cause (TensorFlow
+    ends a graph error with the failing kernel's message, after the Python stack)."""
     text = f"{type(exc).__name__}: {exc}".strip()
-    return text if len(text) <= 2000 else text[:2000] + " ..."
+    return text if len(text) <= 2000 else text[:1000] + " ... " + text[-1000:]
 
 
 def classify(exc: BaseException, backend: Backend | None) -> tuple[str, str | None]:

@@ -192,3 +192,31 @@ def test_a_resolution_is_images_or_a_share_of_the_answer():
             capacity.parse_resolution(bad)
     assert capacity.tolerance(3000, "2%") == 60 and capacity.tolerance(10, "2%") == 1
     assert capacity.tolerance(3000, 64) == 64
+
+
+def test_a_kernel_that_fails_past_a_size_bounds_the_answer_and_is_not_called_memory():
+    tail = ("'cuLaunchKernel(function, ...)' failed with 'CUDA_ERROR_ILLEGAL_ADDRESS'\n"
+            "\t [[{{node stem/bn1/moments/SquaredDifference}}]]")
+
+    def script(batch, timeout):
+        if batch <= 2674:  # 2**31 elements of the stem's activation
+            return "ok", None
+        return "failed", "InternalError: Graph execution error:\n\nDetected at node ...\n" + tail
+
+    _, record = search(script, start=256, limit=16384, resolution="1%")
+    assert record["status"] == "ok" and 2648 <= record["median"] <= 2674
+    assert record["checks"]["limited_by"] == "kernel"
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in record["checks"]["failure_evidence"]
+    assert any("not for memory" in w for w in record["warnings"])
+    # at the start, with nothing smaller fitting, the same error stops the search as a failure
+    assert capacity.fits({"status": "failed", "error": tail}, smaller_fit=False) is None
+
+
+def test_a_memory_bound_answer_says_so():
+    def script(batch, timeout):
+        return ("ok", None) if batch <= 1000 else ("oom", "OutOfMemoryError: CUDA out of memory")
+
+    _, record = search(script, start=256, limit=16384, resolution=64)
+    assert record["checks"]["limited_by"] == "memory"
+    _, capped = search(lambda b, t: ("ok", None), start=256, limit=1024, resolution=64)
+    assert capped["checks"]["limited_by"] == "limit" and capped["median"] == 1024

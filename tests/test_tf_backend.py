@@ -119,6 +119,11 @@ def test_tensorflow_oom_and_memory_error_are_out_of_memory_with_their_evidence(t
     assert backend.out_of_memory(MemoryError())
     assert "OOM when allocating" in backend.out_of_memory(RuntimeError("OOM when allocating tensor with shape[256,64,112,112]"))
     assert backend.out_of_memory(ValueError("shapes do not match")) is None
+    # TF 2.21 on an H200 at the memory limit: the cause is the last line of a graph error, not the first
+    scratch = backend.out_of_memory(RuntimeError(
+        "Graph execution error:\n\nDetected at node Conv2DBackpropFilter defined at ...\n\nCUDNN failed to "
+        "allocate the scratch space for the runner or to find a working no-scratch runner.\n\t [[{{node x}}]]"))
+    assert scratch and "CUDNN failed to allocate the scratch space" in scratch
 
 
 def test_a_gpu_tensorflow_does_not_see_is_unsupported_and_auto_falls_back_to_the_cpu():

@@ -25,6 +25,7 @@ _OOM_MESSAGES = (
     "out of memory",
     "CUDA_ERROR_OUT_OF_MEMORY",
     "failed to allocate memory",
+    "failed to allocate the scratch space",  # cuDNN's workspace at the memory limit (TF 2.21 on an H200)
     "Dst tensor is not initialized",
     "CUBLAS_STATUS_ALLOC_FAILED",
     "CUDNN_STATUS_ALLOC_FAILED",
@@ -208,7 +209,10 @@ class TensorFlowBackend(Backend):
             # under a host memory limit (--memory-limit), oneDNN reports a buffer it could not allocate
             # as a primitive it could not create (AbortedError ... MklNativeConv2DBackpropFilter)
             hit = next((m for m in _ONEDNN_ALLOCATION if m.lower() in text), None)
-        return f"{type(exc).__name__} naming {hit!r}: {first}" if hit else None
+        if not hit:
+            return None
+        line = next((ln.strip() for ln in str(exc).splitlines() if hit.lower() in ln.lower()), first)[:300]
+        return f"{type(exc).__name__} naming {hit!r}: {line}"
 
 
 __all__ = ["TensorFlowBackend"]
