@@ -144,9 +144,17 @@ def prepare(p, device, run) -> Prepared:
         else:
             api["execution"] = "eager"
 
+        # under CUDA graphs (mode reduce-overhead) each replay overwrites the last one's outputs: a new
+        # step is announced to the graph trees, and the first loss is copied out before it is overwritten
+        mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
+        mark_step = mark_step if execution == "compiled" and "reduce-overhead" in run.options["compile_mode"] else None
+
         def step():
+            if mark_step is not None:
+                mark_step()
             loss = whole_step()
-            losses.setdefault("first", loss)
+            if "first" not in losses:
+                losses["first"] = loss.clone()
             losses["last"] = loss
 
     def checks() -> dict:
