@@ -259,8 +259,13 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
         if static is not None:
             record["status"], record["error"] = static
         else:
+            estimates: list[int] = []  # the memory model's limits, the first of which the search followed
+
             def predict():
-                return memory_model(peaks, device_bytes[-1] if device_bytes else None)
+                estimate = memory_model(peaks, device_bytes[-1] if device_bytes else None)
+                if estimate is not None:
+                    estimates.append(estimate)
+                return estimate
 
             best, first_bad, history, error = search(probe, start, limit, resolution, predict)
             search_s = time.perf_counter() - clock
@@ -290,7 +295,7 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                     "search": (f"doubling from {start} (jumping to the memory model's limit once two probes fit), "
                                f"then bisection to within {resolution}; limit {limit}"),
                     "within_pct": (100.0 * (first_bad - 1 - best) / best) if best and first_bad else None,
-                    "predicted_limit": predict(),
+                    "predicted_limit": estimates[0] if estimates else None,
                     "reached_limit": first_bad is None and best >= limit,
                     "search_s": search_s,
                     "probe_seconds": [p.get("duration_s") for p in probes],
