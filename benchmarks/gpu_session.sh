@@ -11,6 +11,8 @@
 #     frameworks-gemm (~3 min: GEMM 4096, both frameworks)
 #   issue 12: aa-session (~3 min), aa-gpus (~2 min, two GPUs); issue 11: capacity-torch,
 #     capacity-torch-recompute, capacity-tf, capacity-tf-recompute (two searches each)
+#   left after the second session of 2026-11-30: capacity-tf-rest (~8 min), compile-ro (~2 min),
+#     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs)
 # On a two-GPU machine two phase lists can run at once, one per GPU:
 #   CUDA_VISIBLE_DEVICES=0 STORE=/tmp/gpu0.db bash benchmarks/gpu_session.sh ... &
 #   CUDA_VISIBLE_DEVICES=1 STORE=/tmp/gpu1.db bash benchmarks/gpu_session.sh ...; wait
@@ -86,6 +88,23 @@ for phase in $PHASES; do
     capacity-tf-recompute)
       $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set recompute=blocks --set execution=graph \
         --set tensorflow.keras=keras3 --store "$STORE" ;;
+    capacity-tf-rest)  # issue 11: the three TF searches the second session of 2026-11-30 stopped early
+      $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=fp32 --set recompute=none --set execution=graph \
+        --set tensorflow.keras=keras3 --store "$STORE"
+      $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set recompute=blocks --set execution=graph \
+        --set tensorflow.keras=keras3 --store "$STORE" ;;
+    compile-ro)  # issue 4's last row: torch.compile reduce-overhead at batch 32 (failed before its fix)
+      $H run benchmarks/h200/issue4_compile_ro.yaml --store "$STORE" ;;
+    dp-torch)  # issue 17 (two GPUs): DDP eager and torch.compile, 1 and 2 replicas
+      $H run benchmarks/h200/issue17_dp.yaml --backend torch --set 'execution=[eager, compiled]' --store "$STORE"
+      $H compare --by replicas --store "$STORE" ;;
+    dp-tf)  # issue 17 (two GPUs): MultiWorkerMirroredStrategy, tf.function and XLA, 1 and 2 replicas
+      $H run benchmarks/h200/issue17_dp.yaml --backend tf --set tensorflow.keras=keras3 --set 'execution=[graph, compiled]' \
+        --store "$STORE"
+      $H compare --by replicas --store "$STORE" ;;
+    gpu-comparison)  # issue 17 (two GPUs): the two-GPU comparison file, both frameworks on cuda:0 and cuda:1
+      $H run scenarios/gpu_comparison.yaml --set measure.processes=3 --store "$STORE"
+      $H compare --by device --store "$STORE" ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;
   esac
   [ "$STORE" = "$OUT/$(basename "$STORE")" ] || python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d); d.close()" "$STORE" "$OUT/$(basename "$STORE")"
