@@ -351,3 +351,22 @@ def test_two_nodes_on_localhost(backend, write_scenario, tmp_path):
     assert record["status"] == "ok" and record["distributed"]["nnodes"] == 2
     assert record["distributed"]["world_size"] == 2 and [r["rank"] for r in record["distributed"]["ranks"]] == [0]
     assert leftovers(str(tmp_path)) == []
+
+
+@needs_torch
+def test_a_replica_out_of_memory_makes_the_run_oom_with_its_evidence_and_nothing_survives(
+        write_scenario, harness_cli, tmp_path):
+    # a real allocation failure in the replicas (the host limit, as for one-process runs in test_reliability),
+    # then a run that fits: the failure is the run's status, with the rank and the evidence, and the next goes on
+    data = scenario("torch")
+    data["params"].update(image_size=64)
+    data["sweep"] = {"batch_size": [512, 2]}
+    store = tmp_path / "oom.db"
+    code, out, err = harness_cli("run", write_scenario(data), "--store", str(store), "--memory-limit", "1.5GiB",
+                                 env={"TMPDIR": str(tmp_path)})
+    assert code == 1, err  # one run did not succeed
+    big, small = records(store)
+    assert big["params"]["batch_size"] == 512 and big["status"] == "oom", big.get("error")
+    assert big["distributed"]["failed_rank"] in (0, 1) and big.get("oom_evidence")
+    assert small["params"]["batch_size"] == 2 and small["status"] == "ok", small.get("error")
+    assert leftovers(str(tmp_path)) == []
