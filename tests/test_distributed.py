@@ -370,3 +370,17 @@ def test_a_replica_out_of_memory_makes_the_run_oom_with_its_evidence_and_nothing
     assert big["distributed"]["failed_rank"] in (0, 1) and big.get("oom_evidence")
     assert small["params"]["batch_size"] == 2 and small["status"] == "ok", small.get("error")
     assert leftovers(str(tmp_path)) == []
+
+
+@needs_tf
+def test_a_tensorflow_worker_out_of_memory_makes_the_run_oom_and_nothing_survives(write_scenario, harness_cli, tmp_path):
+    data = scenario("tensorflow", execution="graph")
+    data["params"].update(image_size=64, batch_size=512)
+    store = tmp_path / "tfoom.db"
+    code, out, err = harness_cli("run", write_scenario(data), "--store", str(store), "--memory-limit", "1.5GiB",
+                                 env={"TMPDIR": str(tmp_path)})
+    assert code == 1, err
+    (record,) = records(store)
+    assert record["status"] == "oom", record.get("error")
+    assert record["distributed"]["failed_rank"] in (0, 1) and record.get("oom_evidence")
+    assert leftovers(str(tmp_path)) == []
