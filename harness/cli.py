@@ -54,5 +54,23 @@ def main() -> None:
     """
 
 
-def run() -> None:  # console-script entry point
-    sys.exit(main(standalone_mode=True))
+def run() -> None:
+    """The console script's and `python -m harness`'s entry point.
+
+    Where Arrow was loaded (the parquet export; pandas' pyarrow-backed strings), the process leaves
+    without interpreter teardown once the command is done: Arrow's thread pools can abort the
+    teardown ("terminate called without an active exception", exit -6) after the work is written
+    (apache/arrow#34314). Everything harness writes is closed by then.
+    """
+    try:
+        main(standalone_mode=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+    if "pyarrow" in sys.modules:
+        from harness.worker import exit_now
+
+        exit_now(code)
+    sys.exit(code)
