@@ -3,7 +3,7 @@
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [PHASE ...]
 #   phases of the first session (the default): gemm eager handloop techniques repeat compile
 #   phases not yet run on a GPU: rest (issue 4's remaining rows, ~6 min), capacity (issue 5, ~8 min)
-#   torch against TensorFlow (scenarios/frameworks.yaml; TensorFlow through ../shared/tools/tf-gpu,
+#   torch against TensorFlow (scenarios/frameworks.yaml; TensorFlow staged on the lent GPU machine,
 #   every call after its staging starts with: eval "$(bash /tmp/tfsite/device.sh env)"):
 #     tf-keras3 / tf-legacy (~5 min each: Keras 3 / tf_keras, graph and XLA, three precisions),
 #     tf-handloop (~3 min: the hand-written TF loop), tf-extra (~3 min: recompute under tf.function
