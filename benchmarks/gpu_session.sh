@@ -2,7 +2,7 @@
 # The GPU measurements behind docs/benchmarks.md, in phases that each fit one device call (<10 min).
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [PHASE ...]
 #   phases of the first session (the default): gemm eager handloop techniques repeat compile
-#   phases not yet run on a GPU: rest (issue 4's remaining rows, ~6 min), capacity (issue 5, ~8 min)
+#   more phases: rest (issue 4's remaining rows, ~5 min, run on 2026-11-30), capacity (issue 5's whole file, ~12 min)
 #   torch against TensorFlow (scenarios/frameworks.yaml; TensorFlow staged on the lent GPU machine,
 #   every call after its staging starts with: eval "$(bash /tmp/tfsite/device.sh env)"):
 #     tf-keras3 / tf-legacy (~5 min each: Keras 3 / tf_keras, graph and XLA, three precisions),
