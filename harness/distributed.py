@@ -293,7 +293,9 @@ def merge(record: dict, results: dict[int, dict], local_ranks, world_size: int, 
     # a replica that died or ran out of memory is the cause; its peers' errors (a broken collective) follow from it
     # a replica that left without a result (killed, crashed) is the cause before one that wrote its error
     # (a peer whose collective broke because of it)
-    died_first = sorted((p for p in problems if p[0] in died and p[0] not in results), key=lambda p: list(died).index(p[0]))
+    # (a peer that harness itself stopped with SIGTERM once another replica had failed comes last)
+    died_first = sorted((p for p in problems if p[0] in died and p[0] not in results),
+                        key=lambda p: ("SIGTERM" in died[p[0]], list(died).index(p[0])))
     problems.sort(key=lambda p: (_ROOT_CAUSE_ORDER.index(p[1]) if p[1] in _ROOT_CAUSE_ORDER else 9, p[0]))
     if problems[0][1] in ("oom", "unsupported", "diverged"):
         cause = problems[0]

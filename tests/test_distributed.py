@@ -160,6 +160,13 @@ Root Cause (first observed failure):
                                             "(torchrun's root cause)"}
 
 
+def test_merge_names_the_replica_that_died_not_the_peer_harness_stopped_after_it():
+    record = dp.merge({"distributed": {}}, {}, [0, 1], 2, {0: "killed by signal SIGTERM", 1: "killed by signal SIGSEGV"},
+                      timed_out=False)
+    assert record["status"] == "failed" and record["distributed"]["failed_rank"] == 1
+    assert "SIGSEGV" in record["error"] and "SIGTERM" in record["distributed"]["other_failures"][0]
+
+
 def test_merge_names_the_replica_that_died_not_the_peer_whose_collective_broke():
     peer = {"status": "failed", "error": "RuntimeError: Connection closed by peer", "checks": {}}
     record = dp.merge({"distributed": {}}, {0: peer}, (0, 1), 2, {1: "killed by signal SIGKILL"}, timed_out=False)
@@ -381,6 +388,10 @@ def test_a_tensorflow_worker_out_of_memory_makes_the_run_oom_and_nothing_survive
                                  env={"TMPDIR": str(tmp_path)})
     assert code == 1, err
     (record,) = records(store)
-    assert record["status"] == "oom", record.get("error")
-    assert record["distributed"]["failed_rank"] in (0, 1) and record.get("oom_evidence")
+    # TF 2.21 raises MemoryError / ResourceExhausted: oom with the evidence. TF 2.12 under the host limit often
+    # dies with SIGSEGV instead (no evidence of memory: failed); either way the cause is the replica that died,
+    # never the peer that harness stopped with SIGTERM after it
+    assert record["status"] in ("oom", "failed"), record.get("error")
+    assert record["distributed"]["failed_rank"] in (0, 1)
+    assert record.get("oom_evidence") if record["status"] == "oom" else "SIGTERM" not in record["error"]
     assert leftovers(str(tmp_path)) == []
