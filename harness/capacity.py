@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 
 from harness.compare import gpu_size
+from harness.errors import line_naming
 from harness.plan import RunSpec, new_id, run_key
 from harness.record import blank_record, utc_now
 from harness.runner import Interrupted, Runner, SessionOutcome, trap_signals
@@ -315,9 +316,7 @@ def _evidence(error) -> str | None:
     """The line of an error that names its cause (a known memory or kernel message), else its first line."""
     if not error:
         return None
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    known = EDGE_ERRORS + SIZE_ERRORS + ("failed to allocate", "out of memory", "OOM when allocating")
-    return next((line for line in lines if any(k in line for k in known)), lines[0] if lines else None)
+    return line_naming(error, EDGE_ERRORS + SIZE_ERRORS + ("failed to allocate", "out of memory", "OOM when allocating"))
 
 
 def _limited_by(failing: dict | None, first_bad: int | None, best: int, limit: int) -> str | None:

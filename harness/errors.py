@@ -54,6 +54,15 @@ def first_line(text) -> str:
     return next((line.strip() for line in str(text).splitlines() if line.strip()), str(text))[:300]
 
 
+def line_naming(text, messages, case_sensitive: bool = True) -> str:
+    """The first line of an error's text that names one of `messages`, else its first line; at most 300
+    characters. TensorFlow's graph errors name their cause on a late line, after the Python stack."""
+    fold = (lambda t: t) if case_sensitive else str.lower
+    wanted = [fold(m) for m in messages]
+    return next((line.strip() for line in str(text).splitlines() if any(m in fold(line) for m in wanted)),
+                first_line(text))[:300]
+
+
 def allocation_failure(exc: BaseException, types: tuple = (), messages: tuple = ()) -> str | None:
     """Evidence that an exception, or one it was raised from, is an allocation failure; None if none is.
 

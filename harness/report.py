@@ -31,7 +31,7 @@ from pathlib import Path
 from harness import stats
 from harness.compare import (
     DATASHEET_COLUMNS, RESULT_COLUMNS, _alike, _match_key, as_records, backend_variant, compare, describe_common,
-    describe_fastest, display_rows, fastest_configurations, is_difference, ok_records, process_value,
+    describe_fastest, display_rows, fastest_configurations, gpu_size, is_difference, ok_records, process_value,
     technique_baselines, technique_speedups,
 )
 from harness.errors import InputError
@@ -674,22 +674,6 @@ def plot_memory_vs_x(records: list[dict], spec, colours: dict) -> Plot | str:
         everything=_not_probe([r for r in records if r.get("workload") == spec.name]))
 
 
-def _gpu_size(record: dict) -> dict:
-    """The memory size and SM count of a record's GPU, as its env holds them (they tell datasheet variants apart)."""
-    env = record.get("env") if isinstance(record.get("env"), dict) else {}
-    framework = env.get("framework") if isinstance(env.get("framework"), dict) else {}
-    memory, sms = framework.get("gpu_memory_bytes"), framework.get("gpu_multiprocessors")
-    device = str(record.get("device") or "")
-    if memory is None and device.startswith("cuda:") and isinstance(env.get("gpus"), list):
-        try:
-            index = int(device.split(":", 1)[1])
-        except ValueError:
-            index = -1
-        memory = next((g.get("memory_total_bytes") for g in env["gpus"]
-                       if isinstance(g, dict) and g.get("index") == index), None)
-    return {"memory_bytes": memory, "sm_count": sms}
-
-
 def _peak(record: dict, spec) -> tuple[float | None, str]:
     """(dense datasheet peak TFLOP/s of the record's device at the workload's precision, "device precision")."""
     from harness.peaks import peak_tflops
@@ -701,7 +685,7 @@ def _peak(record: dict, spec) -> tuple[float | None, str]:
     what = f"{record.get('device_name') or record.get('device')} {precision}"
     if not str(record.get("device") or "").startswith("cuda:"):
         return None, what
-    return peak_tflops(record.get("device_name"), precision, **_gpu_size(record)), what
+    return peak_tflops(record.get("device_name"), precision, **gpu_size(record)), what
 
 
 def plot_tflops_vs_peak(records: list[dict], spec, colours: dict) -> Plot | str:

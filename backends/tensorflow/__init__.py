@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.backend import Backend
+from harness.errors import first_line, line_naming
 from harness.workloads import technique_values
 
 
@@ -197,7 +198,7 @@ class TensorFlowBackend(Backend):
 
     def out_of_memory(self, exc: BaseException) -> str | None:
         """Evidence of an allocation failure: ResourceExhaustedError, MemoryError, or an allocator's message."""
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")[:300]
+        first = first_line(exc)
         if isinstance(exc, MemoryError) or type(exc).__name__ == "ResourceExhaustedError":
             return f"{type(exc).__name__}: {first}"
         tf = sys.modules.get("tensorflow")  # never import it here: if it was not imported, it raised nothing
@@ -211,8 +212,7 @@ class TensorFlowBackend(Backend):
             hit = next((m for m in _ONEDNN_ALLOCATION if m.lower() in text), None)
         if not hit:
             return None
-        line = next((ln.strip() for ln in str(exc).splitlines() if hit.lower() in ln.lower()), first)[:300]
-        return f"{type(exc).__name__} naming {hit!r}: {line}"
+        return f"{type(exc).__name__} naming {hit!r}: {line_naming(exc, [hit], case_sensitive=False)}"
 
 
 __all__ = ["TensorFlowBackend"]
