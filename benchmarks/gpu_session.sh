@@ -12,7 +12,8 @@
 #   issue 12: aa-session (~3 min), aa-gpus (~2 min, two GPUs); issue 11: capacity-torch,
 #     capacity-torch-recompute, capacity-tf, capacity-tf-recompute (two searches each)
 #   left after the second session of 2026-11-30: capacity-tf-rest (~8 min), compile-ro (~2 min),
-#     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs)
+#     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
+#     the same split to fit calls: capacity-tf-fp32 (two searches), capacity-tf-bf16-blocks, dp-torch-compiled
 # On a two-GPU machine two phase lists can run at once, one per GPU:
 #   CUDA_VISIBLE_DEVICES=0 STORE=/tmp/gpu0.db bash benchmarks/gpu_session.sh ... &
 #   CUDA_VISIBLE_DEVICES=1 STORE=/tmp/gpu1.db bash benchmarks/gpu_session.sh ...; wait
@@ -93,6 +94,17 @@ for phase in $PHASES; do
         --set tensorflow.keras=keras3 --store "$STORE"
       $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set recompute=blocks --set execution=graph \
         --set tensorflow.keras=keras3 --store "$STORE" ;;
+    capacity-tf-fp32)  # issue 11, split for one GPU each: TF fp32 without and with recompute
+      for r in none blocks; do
+        $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=fp32 --set recompute=$r --set execution=graph \
+          --set tensorflow.keras=keras3 --store "$STORE"
+      done ;;
+    capacity-tf-bf16-blocks)  # issue 11: TF amp_bf16 with recompute
+      $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=amp_bf16 --set recompute=blocks --set execution=graph \
+        --set tensorflow.keras=keras3 --store "$STORE" ;;
+    dp-torch-compiled)  # issue 17 (two GPUs): torch.compile with DDP, 1 and 2 replicas (eager was measured on 2026-11-30)
+      $H run benchmarks/h200/issue17_dp.yaml --backend torch --set execution=compiled --store "$STORE"
+      $H compare --by replicas --store "$STORE" ;;
     compile-ro)  # issue 4's last row: torch.compile reduce-overhead at batch 32 (failed before its fix)
       $H run benchmarks/h200/issue4_compile_ro.yaml --store "$STORE" ;;
     dp-torch)  # issue 17 (two GPUs): DDP eager and torch.compile, 1 and 2 replicas
