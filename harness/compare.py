@@ -139,8 +139,9 @@ SCALING_COLUMNS = ("scaling_efficiency",)
 
 
 def scaling_efficiency_of(record_base: dict, record_value: dict, ratio) -> float | None:
-    """rate(R) / (R x rate(1)) generalised to any two replica counts: ratio x base replicas / value replicas,
-    for a throughput (higher is better) compared by the workload's replicas parameter; else None."""
+    """rate(R) / (R x rate(1)) generalised to any two replica counts: the per-replica rate of the larger count
+    over that of the smaller, whichever side is the baseline, for a throughput (higher is better) compared
+    by the workload's replicas parameter; else None."""
     from harness.workloads import WORKLOADS
 
     workload = WORKLOADS.get(record_base.get("workload"))
@@ -150,6 +151,8 @@ def scaling_efficiency_of(record_base: dict, record_value: dict, ratio) -> float
     base_r, value_r = record_params(record_base).get(name), record_params(record_value).get(name)
     if not base_r or not value_r or base_r == value_r:
         return None
+    if base_r > value_r:  # a baseline of more replicas (named with --baseline): the larger count's efficiency still
+        return (1.0 / ratio) * value_r / base_r if ratio else None
     return ratio * base_r / value_r
 
 
@@ -275,6 +278,15 @@ def _match_key(record: dict, by: list[str]) -> tuple:
     params = record_params(record)
     key += [(f"params.{k}", _hashable(params[k])) for k in sorted(params) if k not in freed]
     return tuple(key)
+
+
+def _replicas_order(value) -> float:
+    """A replicas value as a number for ordering (one-field keys come as 1-tuples); unknown last."""
+    v = value[0] if isinstance(value, tuple) and len(value) == 1 else value
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.inf
 
 
 def _baseline_values(baseline: str, by: list[str]) -> tuple[str, ...]:
@@ -510,6 +522,8 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
             if wanted not in sides:
                 continue
             base_value = wanted
+        elif by_scaling:  # the fewest replicas is the baseline, whichever ran first
+            base_value = min(sides, key=lambda v: (_replicas_order(v), order.index(v)))
         else:
             base_value = min(sides, key=order.index)
         base_records, base_proc, base_blocks = _side(sides[base_value], metric)

@@ -369,3 +369,18 @@ def test_missing_and_empty_stores_exit_2(tmp_path):
     Store(tmp_path / "empty.db").close()
     empty = invoke("compare", "--store", tmp_path / "empty.db", "--by", "backend")
     assert empty.exit_code == 2 and "no results" in empty.output
+
+
+def test_scaling_efficiency_takes_the_fewest_replicas_as_baseline_whichever_ran_first():
+    # seen on two H200s (2026-11-30): the 2-replica run came first, became the baseline, and the table said
+    # 115.4% for what was 86.6%
+    records = [make_record(1800.0, replicas=2, seed=31), make_record(1000.0, replicas=1, seed=32)]
+    table = compare(records, ["replicas"])
+    (row,) = table.to_dict("records")
+    assert (row["baseline"], row["value"]) == ("1", "2")
+    assert row["scaling_efficiency"] == pytest.approx(row["value_median"] / (2 * row["baseline_median"]))
+    assert 0.85 < row["scaling_efficiency"] < 0.95
+    # a baseline of 2 replicas named by the user: the rows turn round, the efficiency (of 2 replicas) does not
+    (named,) = compare(records, ["replicas"], baseline="2").to_dict("records")
+    assert (named["baseline"], named["value"]) == ("2", "1")
+    assert named["scaling_efficiency"] == pytest.approx(row["scaling_efficiency"])

@@ -48,10 +48,6 @@ EAGER_TRAINING = (
 
 
 CUDA_GRAPH_DATA_PARALLEL = NO_CUDA_GRAPH
-XLA_COLLECTIVES_ON_CPU = (
-    "XLA compiles TensorFlow's collectives only on GPUs (NCCL): on the CPU TensorFlow says \"Collectives are not yet "
-    "implemented for CPU devices when compiling with XLA\"; use execution graph with replicas > 1 on the CPU"
-)
 NO_TF_CONFIG = (
     "TensorFlow data-parallel over {nnodes} nodes needs TF_CONFIG in the environment of every node's harness, "
     "with the cluster's {replicas} workers ({{\"cluster\": {{\"worker\": [\"host0:port\", ...]}}}}); harness sets each "
@@ -114,8 +110,6 @@ class TensorFlowBackend(Backend):
             return reason
         if params.get("execution") == "cuda_graph":
             return NO_CUDA_GRAPH
-        if device == "cpu" and params.get("execution") == "compiled" and int(params.get("replicas") or 1) > 1:
-            return XLA_COLLECTIVES_ON_CPU
         if device == "cpu" and params.get("precision") == "tf32":
             return "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
         if workload == "resnet50_train" and params.get("model") == "keras_resnet50_v1" and params.get("recompute") == "blocks":

@@ -313,13 +313,30 @@ class Step:
         return int(self.traced.experimental_get_tracing_count())
 
 
-def build_replica_step(fn, execution: str, strategy) -> Step:
-    """build_step for one worker of a data-parallel run: the step runs through strategy.run, whose
-    optimizer apply all-reduces the gradients. compiled: XLA over the replica's step (the all-reduce
-    inside it), the outer tf.function not compiled."""
+def build_replica_step(compute, apply, execution: str, strategy) -> Step:
+    """build_step for one worker of a data-parallel run. `compute(x, y)` gives (loss, gradients) of this
+    replica; `apply(gradients)` is the optimizer's update, whose Keras apply all-reduces the gradients
+    across the replicas (a merge_call). The step runs through strategy.run.
+
+    compiled: XLA compiles `compute` (forward and backward, this replica's work) and the all-reduce and
+    the update run in the graph around it, as torch.compile leaves DDP's all-reduce to DDP's hooks. XLA
+    cannot hold the all-reduce: TensorFlow refuses a merge_call inside a nested tf.function (seen on TF
+    2.21 with two H200s, 2026-11-30: "`merge_call` called while defining a new graph or a tf.function"),
+    and Keras 3 itself turns XLA off under tf.distribute.
+    """
     tf = compat.tf_module()
 
+    def replica_step(step_compute):
+        def one_replica(x, y):
+            loss, grads = step_compute(x, y)
+            apply(grads)
+            return loss
+
+        return one_replica
+
     if execution == "eager":
+        fn = replica_step(compute)
+
         def run_eagerly(x, y):
             return strategy.run(fn, args=(x, y))
 
@@ -327,19 +344,27 @@ def build_replica_step(fn, execution: str, strategy) -> Step:
     if tf.config.functions_run_eagerly():
         raise Unsupported("tf.config.run_functions_eagerly(True) is set in this process; tf.function would run eagerly")
     if execution == "graph":
+        fn = replica_step(compute)
+
         def distributed_step(x, y):
             return strategy.run(fn, args=(x, y))
 
         traced = tf.function(distributed_step, jit_compile=False)
         return Step(traced, "tf.function(jit_compile=False) around strategy.run(step)", traced)
     if execution == "compiled":
-        inner = tf.function(fn, jit_compile=True)
+        compiled = tf.function(compute, jit_compile=True)
+        fn = replica_step(compiled)
 
         def compiled_step(x, y):
-            return strategy.run(inner, args=(x, y))
+            return strategy.run(fn, args=(x, y))
 
         traced = tf.function(compiled_step, jit_compile=False)
-        return Step(traced, "tf.function(strategy.run(tf.function(step, jit_compile=True)))", inner)
+        return Step(
+            traced,
+            "tf.function(jit_compile=False) around strategy.run(step), the replica's forward and backward in "
+            "tf.function(jit_compile=True) (XLA), the gradient all-reduce and the update outside XLA",
+            compiled,
+        )
     raise Unsupported(f"execution {execution!r} is not one the TensorFlow backend maps (eager, graph, compiled)")
 
 

@@ -264,7 +264,8 @@ def prepare(params, dev, run) -> Prepared:
             scaled = update.scale(loss / (accum * world))
         return loss, tape.gradient(scaled, variables)
 
-    def train_step(x, y):
+    def compute(x, y):
+        """Loss and gradients of one optimizer update (grad_accum micro-batches), before the update."""
         loss, grads = micro_step(x, y)
 
         def accumulate(i, loss, grads):
@@ -282,11 +283,18 @@ def prepare(params, dev, run) -> Prepared:
             _, loss, grads = tf.while_loop(
                 lambda i, *_: i < accum, accumulate, (tf.constant(1), loss, grads), parallel_iterations=1
             )
+        return loss, grads
+
+    def apply(grads):
         update.apply(grads, variables)
+
+    def train_step(x, y):
+        loss, grads = compute(x, y)
+        apply(grads)
         return loss
 
     if strategy is not None:
-        step_fn = device.build_replica_step(train_step, params.execution, strategy)
+        step_fn = device.build_replica_step(compute, apply, params.execution, strategy)
         api["distribution"] = (f"tf.distribute.MultiWorkerMirroredStrategy, {world} worker processes, one replica each "
                                f"({dev.allreduce['implementation']}, bytes_per_pack={dev.allreduce['bytes_per_pack']})")
         api["allreduce"] = ", ".join(f"{k}={v}" for k, v in dev.allreduce.items())
