@@ -304,6 +304,40 @@ def test_resnet_compiled_compiles_the_whole_step_with_the_optimizer(monkeypatch)
     assert result["first_step_s"] > result["step_time_s"]  # compilation lands in the first step
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not COMPILE_WORKS, reason="torch.compile needs torch 2.1+ on Python 3.11+")
+def test_resnet_compiled_reduce_overhead_compiles_the_model_and_marks_each_step(monkeypatch):
+    """CUDA-graph modes compile the model, not the step: a compiled SGD step that read the backward graph's
+    outputs failed on an H200 (torch 2.11, 2026-11-30: "accessing tensor output of CUDAGraphs that has been
+    overwritten"). On the CPU inductor skips the CUDA graphs; what is compiled and marked is the same."""
+    compiled, marks = [], []
+    real = torch.compile
+
+    def spy(fn, *args, **kwargs):
+        compiled.append((type(fn).__name__, kwargs.get("mode")))
+        return real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "compile", spy)
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    spec = backend_spec("torch", "resnet50_train", {**TINY_RESNET, "execution": "compiled"}, ONE_STEP, device="cpu",
+                        options={"compile_mode": "reduce-overhead"})
+    result = execute(spec)
+    assert compiled == [("ResNet", "reduce-overhead")]
+    assert result["api"]["execution"].startswith("torch.compile(model, mode=reduce-overhead)")
+    assert "optimizer.step() eager" in result["api"]["execution"]
+    assert len(marks) >= 2  # the first step and the timed one
+    assert math.isfinite(result["checks"]["loss_last"])
+
+
+def test_grad_accum_under_a_cuda_graph_compile_mode_is_unsupported_with_the_reason():
+    spec = backend_spec("torch", "resnet50_train", {**TINY_RESNET, "execution": "compiled", "grad_accum": 2}, ONE_STEP,
+                        device="cpu", options={"compile_mode": "reduce-overhead"})
+    if not COMPILE_WORKS:
+        pytest.skip("torch.compile needs torch 2.1+ on Python 3.11+")
+    with pytest.raises(Unsupported, match="grad_accum > 1 under torch.compile mode 'reduce-overhead'"):
+        execute(spec)
+
+
 @pytest.mark.parametrize("recompute, calls_per_forward", [("blocks", 16), ("none", 0)])
 def test_recompute_blocks_checkpoints_every_bottleneck(monkeypatch, recompute, calls_per_forward):
     import torch.utils.checkpoint as ckpt

@@ -10,6 +10,9 @@ from typing import Any, Callable
 
 from harness.adapter import Prepared
 from harness.errors import Unsupported
+
+#: torch.compile modes that capture the compiled graphs in CUDA graphs (torch's docs: reduce-overhead, max-autotune)
+CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import synthetic_batch
 
@@ -102,6 +105,21 @@ def prepare(p, device, run) -> Prepared:
         else "none (1 micro-batch per optimizer step)"
     )
     accum = p.grad_accum
+    # CUDA-graph compile modes replay each compiled graph into the same output memory, so a compiled
+    # optimizer step that reads the gradients (outputs of the backward's graph) across graph breaks trips
+    # over overwritten outputs (torch 2.11 on an H200, 2026-11-30: "accessing tensor output of CUDAGraphs
+    # that has been overwritten", in SGD's first step, even with cudagraph_mark_step_begin per step).
+    # These modes compile the model (forward and, through AOTAutograd, backward) and leave
+    # optimizer.step() eager: the documented way to use them for training.
+    mode = run.options.get("compile_mode", "default") if execution == "compiled" else None
+    model_only = mode in CUDA_GRAPH_COMPILE_MODES
+    if model_only and accum > 1:
+        raise Unsupported(
+            f"grad_accum > 1 under torch.compile mode {mode!r} (CUDA graphs): the micro-batches' backward calls "
+            "accumulate into gradients that are outputs of a replayed CUDA graph, which torch refuses "
+            "(pytorch/pytorch#169545); use compile_mode default or max-autotune-no-cudagraphs"
+        )
+    net = compat.torch_compile(model, mode=mode) if model_only else model
 
     def train_step():
         """One optimizer step of `accum` micro-batches; returns the last micro-batch's loss (unscaled)."""
@@ -109,7 +127,7 @@ def prepare(p, device, run) -> Prepared:
         loss = None
         for _ in range(accum):
             with autocast():
-                logits = model(images)
+                logits = net(images)
                 loss = F.cross_entropy(logits, labels)
             backward_loss = loss / accum if accum > 1 else loss
             if scaler is not None:
@@ -136,8 +154,10 @@ def prepare(p, device, run) -> Prepared:
 
     else:
         whole_step = train_step
-        if execution == "compiled":
-            mode = run.options["compile_mode"]
+        if execution == "compiled" and model_only:
+            api["execution"] = (f"torch.compile(model, mode={mode}): forward and backward (AOTAutograd) compiled and "
+                                "replayed as CUDA graphs; loss and optimizer.step() eager")
+        elif execution == "compiled":
             whole_step = compat.torch_compile(train_step, mode=mode)
             api["execution"] = (f"torch.compile(mode={mode}) of the whole step: forward, loss, backward (AOTAutograd) "
                                 "and optimizer.step(), zero_grad included")
@@ -147,7 +167,7 @@ def prepare(p, device, run) -> Prepared:
         # under CUDA graphs (mode reduce-overhead) each replay overwrites the last one's outputs: a new
         # step is announced to the graph trees, and the first loss is copied out before it is overwritten
         mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
-        mark_step = mark_step if execution == "compiled" and "reduce-overhead" in run.options["compile_mode"] else None
+        mark_step = mark_step if model_only else None
 
         def step():
             if mark_step is not None:
