@@ -46,18 +46,20 @@ def _cores(env: dict) -> int | None:
 
 
 def _gpu_indices(env: dict, device: str | None) -> list[str] | None:
-    """The NVML indices a run on `device` used (None: every GPU; []: none, a CPU run)."""
+    """The NVML indices a run on `device` used (None: every GPU; []: none, a CPU run). With no device
+    known (a session's start, `auto`), the GPUs CUDA_VISIBLE_DEVICES leaves visible: no run of this
+    process can use the others (two harness sessions side by side, one per GPU, are not busy)."""
+    visible = ((env.get("variables") or {}).get("CUDA_VISIBLE_DEVICES") or "").strip()
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
     if device is None or device == "auto":
-        return None
+        return entries if entries and all(e.isdigit() for e in entries) else None
     if not str(device).startswith("cuda:"):
         return []
     try:
         index = int(str(device).split(":", 1)[1])
     except ValueError:
         return None
-    visible = ((env.get("variables") or {}).get("CUDA_VISIBLE_DEVICES") or "").strip()
     if visible:
-        entries = [e.strip() for e in visible.split(",") if e.strip()]
         if index < len(entries) and entries[index].isdigit():
             return [entries[index]]
         return None  # UUIDs or an odd mask: any GPU may be the one

@@ -327,6 +327,12 @@ def test_busy_reasons_read_the_load_and_the_gpu_processes_of_the_runs_device():
     assert busy_reasons(shared) == ["1 other process(es) computing on GPU 1"]  # before a session: any GPU
     masked = {**shared, "variables": {"CUDA_VISIBLE_DEVICES": "1"}}
     assert busy_reasons(masked, "cuda:0") == ["1 other process(es) computing on GPU 1"]
+    # a session started with GPU 0 hidden is not busy because of GPU 0's work (two sessions side by side, one
+    # per GPU, on two H200s: the second one's banner had said "busy machine ... GPU 0")
+    beside = {**quiet, "gpu_processes": {"0": [{"pid": 4242, "used_memory_bytes": 1 << 30}], "1": []},
+              "variables": {"CUDA_VISIBLE_DEVICES": "1"}}
+    assert busy_reasons(beside) == [] and busy_reasons(beside, "auto") == []
+    assert busy_reasons({**beside, "variables": {"CUDA_VISIBLE_DEVICES": "0,1"}}) == ["1 other process(es) computing on GPU 0"]
     assert busy_reasons({}, "cuda:0") == [] and busy_reasons(None) == []  # records older than this
 
 
