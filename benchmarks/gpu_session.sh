@@ -11,13 +11,16 @@
 #     frameworks-gemm (~3 min: GEMM 4096, both frameworks)
 #   issue 12: aa-session (~3 min), aa-gpus (~2 min, two GPUs); issue 11: capacity-torch,
 #     capacity-torch-recompute, capacity-tf, capacity-tf-recompute (two searches each)
-#   left after the second session of 2026-11-30: capacity-tf-rest (~8 min), compile-ro (~2 min),
+#   after the third session of 2026-11-30, left: compile-ro (~2 min), dp-tf (its XLA half), gpu-comparison,
+#     capacity-tf-fp32 (its blocks half) and capacity-tf-bf16-blocks (each TF search 6-8 min: one per call)
+#   phases of the second session: capacity-tf-rest (~8 min), compile-ro (~2 min),
 #     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
 #     the same split to fit calls: capacity-tf-fp32 (two searches), capacity-tf-bf16-blocks, dp-torch-compiled
 # On a two-GPU machine two phase lists can run at once, one per GPU:
 #   CUDA_VISIBLE_DEVICES=0 STORE=/tmp/gpu0.db bash benchmarks/gpu_session.sh ... &
 #   CUDA_VISIBLE_DEVICES=1 STORE=/tmp/gpu1.db bash benchmarks/gpu_session.sh ...; wait
-# Results go to $STORE (default $OUT/h200.db, a harness store), copied to $OUT after each phase.
+# Results go to $STORE (default $OUT/h200.db, a harness store), copied to $OUT after each phase. Never delete a
+#   store's -wal to fit the files that come back: records still in it are lost (third session); checkpoint it.
 # The lent GPU machine (Python 3.12, no registry) lacks pydantic: fetch its wheels into .whl first,
 #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
 #     -d .whl pydantic annotated-types typing-inspection typing-extensions
