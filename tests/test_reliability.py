@@ -228,6 +228,8 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
     assert 0 < bad - best <= 32  # within one bisection step of the limit
     assert all(status == "ok" for n, status in probes.items() if n <= best)
     assert all(status == "oom" for n, status in probes.items() if n >= bad)
+    # a probe reads no batch back to hash it (seconds at the batches probes reach on a GPU)
+    assert all((r.get("checks") or {}).get("inputs_fingerprint") is None for r in rows if r.get("probe_of"))
 
 
 # --------------------------------------------------------------------------- resume counts runs (issue 13, case 1)

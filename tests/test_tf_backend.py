@@ -285,6 +285,14 @@ def test_training_gives_finite_losses_one_sample_per_repeat_and_the_v1_5_count(e
     assert result["env"]["threads"]["intra_op"] >= 0
 
 
+def test_a_capacity_probe_reads_no_batch_back_to_fingerprint_it(eager_fp32_run):
+    # seconds of copying and hashing at the batches a probe reaches on a GPU; a probe is compared with nothing
+    probe = train(measure={**ONE_BLOCK, "probe": True})
+    assert probe["status"] == "ok", probe.get("error")
+    assert probe["checks"]["inputs_fingerprint"] is None
+    assert isinstance(eager_fp32_run["checks"]["inputs_fingerprint"], str)
+
+
 def test_channels_first_trains_the_same_network_or_is_unsupported_with_a_reason(eager_fp32_run):
     try:
         result = train(memory_format="channels_first", measure=ONE_BLOCK)

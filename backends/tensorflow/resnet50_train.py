@@ -225,12 +225,15 @@ def prepare(params, dev, run) -> Prepared:
     images = tf.constant(images_host)
     labels = tf.constant(labels_host)
     del images_host, labels_host
-    # what reached the device, read back in the neutral (NCHW) layout: equal on two backends means equal inputs
-    images_back = images.numpy()
-    if data_format == "channels_last":
-        images_back = images_back.transpose(0, 3, 1, 2)
-    inputs_fingerprint = fingerprint(images_back, labels.numpy())
-    del images_back
+    # what reached the device, read back in the neutral (NCHW) layout: equal on two backends means equal
+    # inputs. A capacity probe skips it (compared with nothing; seconds of copying and hashing at its batches)
+    inputs_fingerprint = None
+    if not run.probe:
+        images_back = images.numpy()
+        if data_format == "channels_last":
+            images_back = images_back.transpose(0, 3, 1, 2)
+        inputs_fingerprint = fingerprint(images_back, labels.numpy())
+        del images_back
     optimizer, sgd_api = compat.sgd(params.lr, params.momentum)
     update = compat.optimizer_update(optimizer, variables, loss_scaling=params.precision == "amp_fp16")
     if params.precision == "amp_fp16":
