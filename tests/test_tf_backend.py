@@ -126,6 +126,47 @@ def test_tensorflow_oom_and_memory_error_are_out_of_memory_with_their_evidence(t
     assert scratch and "CUDNN failed to allocate the scratch space" in scratch
 
 
+class _FakeConfig:
+    """tf.config's device calls on a machine with two GPUs; `started` = a runtime already running."""
+
+    def __init__(self, started=False, visible=None):
+        self.gpus = ["GPU0", "GPU1"]
+        self.visible = list(self.gpus if visible is None else visible)
+        self.started = started
+
+    def list_physical_devices(self, kind):
+        return list(self.gpus) if kind == "GPU" else ["CPU0"]
+
+    def set_visible_devices(self, devices, kind):
+        if self.started:
+            raise RuntimeError("Visible devices cannot be modified after being initialized")
+        self.visible = list(devices)
+
+    def get_visible_devices(self, kind):
+        return list(self.visible)
+
+
+@pytest.mark.parametrize("started, visible, expected", [
+    (False, None, ("/GPU:0", ["GPU1"])),  # a fresh worker: only cuda:1 visible, as TF's GPU 0
+    (True, None, ("/GPU:1", ["GPU0", "GPU1"])),  # a started runtime: the GPU keeps its logical index
+])
+def test_a_run_on_one_gpu_makes_only_that_gpu_visible(monkeypatch, started, visible, expected):
+    """torch touches only the GPU it runs on; TensorFlow opened a context on every GPU and synced them all."""
+    from types import SimpleNamespace
+
+    from backends.tensorflow import device as tf_device
+
+    config = _FakeConfig(started, visible)
+    monkeypatch.setattr(compat, "tf_module", lambda: SimpleNamespace(config=config))
+    placement = tf_device.resolve("cuda:1")
+    assert placement.neutral == "cuda:1" and (placement.tf_name, config.visible) == expected
+    assert placement.memory_name == expected[0].lstrip("/")
+    hidden = _FakeConfig(started=True, visible=["GPU0"])
+    monkeypatch.setattr(compat, "tf_module", lambda: SimpleNamespace(config=hidden))
+    with pytest.raises(Unsupported, match="cuda:1: TensorFlow's runtime started in this process without it"):
+        tf_device.resolve("cuda:1")
+
+
 def test_a_gpu_tensorflow_does_not_see_is_unsupported_and_auto_falls_back_to_the_cpu():
     with pytest.raises(Unsupported, match=r"TensorFlow sees 0 GPU"):
         execute(make_spec("gemm", {"size": 32}, device="cuda:3"))

@@ -56,7 +56,14 @@ def enable_memory_growth() -> None:
 
 
 def resolve(device: str) -> Placement:
-    """The device to run on: `auto` is the first GPU if TensorFlow sees one, else the CPU."""
+    """The device to run on: `auto` is the first GPU if TensorFlow sees one, else the CPU.
+
+    A run on one GPU makes only that GPU visible to TensorFlow (tf.config.set_visible_devices), as the
+    data-parallel workers do: otherwise TensorFlow opens a context on every GPU and its device sync
+    waits on all of them, while torch touches only the GPU it runs on. In a process whose runtime has
+    started already (tests run several runs in one), visibility cannot change: the GPU keeps the
+    logical index it has there.
+    """
     tf = compat.tf_module()
     gpus = tf.config.list_physical_devices("GPU")  # does not initialize the GPUs (memory growth may follow)
     if device == "auto":
@@ -67,6 +74,16 @@ def resolve(device: str) -> Placement:
         index = int(device.split(":", 1)[1])
         if index >= len(gpus):
             raise Unsupported(f"device {device} asked for, but TensorFlow sees {len(gpus)} GPU(s)")
+        if len(gpus) > 1:
+            try:
+                tf.config.set_visible_devices([gpus[index]], "GPU")
+            except RuntimeError:  # the runtime has started in this process: find where the GPU is
+                visible = tf.config.get_visible_devices("GPU")
+                if gpus[index] not in visible:
+                    raise Unsupported(f"device {device}: TensorFlow's runtime started in this process without "
+                                      "it, and its visible GPUs cannot change now") from None
+                return Placement(device, f"/GPU:{visible.index(gpus[index])}")
+            return Placement(device, "/GPU:0")
         return Placement(device, f"/GPU:{index}")
     raise Unsupported(f"device {device!r} is not a neutral device name (auto, cpu, cuda:N)")
 
@@ -290,6 +307,8 @@ def environment() -> dict:
         # oneDNN is on by default on x86 Linux since TF 2.9; TF_ENABLE_ONEDNN_OPTS=0 turns it off
         "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
         "gpus_visible": len(gpus),
+        # the GPUs this run's TensorFlow used: a one-GPU run hides the others (resolve)
+        "gpus_logical": len(tf.config.get_visible_devices("GPU")),
         # False on a GPU means TF grabbed (nearly) all its memory and the allocator peak is still right,
         # but NVML's used memory is not; TF_FORCE_GPU_ALLOW_GROWTH=true (below) has the same effect
         "gpu_memory_growth": [bool(tf.config.experimental.get_memory_growth(gpu)) for gpu in gpus],
