@@ -482,14 +482,15 @@ def framework_section(records: list[dict], colours: dict) -> Section:
         mine = [v for v in variants if any(_variant(r) == v for r in subset)]
         headline = spec is None or metric == spec.metric  # not a capacity search's max_batch_size
         lines = describe_fastest(fastest_configurations(subset)) if headline else []
+        label = workload if headline else f"{workload} ({metric})"  # a capacity search's answers, not its rate
         if len(mine) < 2:
-            section.parts.append(("text", f"{workload}: only {', '.join(mine)} measured here; nothing to compare it "
+            section.parts.append(("text", f"{label}: only {', '.join(mine)} measured here; nothing to compare it "
                                           "with (`harness run frameworks` measures both frameworks, like with like)."))
             section.parts.append(("list", lines))
             continue
         groups = configuration_groups(subset, min_variants=2)
         if not groups:
-            section.parts.append(("text", f"{workload}: {', '.join(mine)} were measured, but never under the same "
+            section.parts.append(("text", f"{label}: {', '.join(mine)} were measured, but never under the same "
                                           "settings: nothing to compare like with like."))
             section.parts.append(("list", lines))
             continue

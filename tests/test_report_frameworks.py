@@ -134,6 +134,17 @@ def test_one_backend_only_says_there_is_nothing_to_compare_and_names_its_fastest
     assert any(line.startswith("fastest torch on resnet50_train:") for line in lists(first))
 
 
+def test_a_capacity_answer_of_one_backend_names_its_metric_beside_a_framework_comparison():
+    # seen in a GPU session's report: "resnet50_train: only tensorflow measured here" above a table that
+    # compared torch with tensorflow; the lone backend was that of the capacity searches
+    records = framework_records(n=1)
+    search = dict(next(r for r in records if r["backend"] == "tensorflow" and r["status"] == "ok"))
+    search.update(run_id="capacity-1", metric="max_batch_size", unit="images", median=1134.0)
+    first = build_sections(records + [search])[0]
+    said = [t for t in texts(first) if "measured here" in t]
+    assert said and all(t.startswith("resnet50_train (max_batch_size): only tensorflow") for t in said), said
+
+
 def test_failed_and_unsupported_runs_are_listed_with_their_reasons(sections):
     rows = tables(sections[1])[0]
     oom = next(r for r in rows if r["status"] == "oom")
