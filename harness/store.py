@@ -392,6 +392,13 @@ class Store:
             )
         except sqlite3.Error as exc:
             raise self._keep_unsaved(exc) from None
+        # the record into the store file itself, not only its write-ahead log: a .db copied or carried
+        # without its -wal (a GPU machine that gives back a few files) then still holds every record.
+        # PASSIVE waits for no reader or writer; what it cannot copy now goes with a later record.
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            pass  # the record is committed in the log either way
 
     def begin_session(self, session_id: str, plan: list[dict], *, scenario_path: str | None, command: str,
                       settings: dict | None = None) -> None:
