@@ -11,7 +11,7 @@
 #     frameworks-gemm (~3 min: GEMM 4096, both frameworks)
 #   issue 12: aa-session (~3 min), aa-gpus (~2 min, two GPUs); issue 11: capacity-torch,
 #     capacity-torch-recompute, capacity-tf, capacity-tf-recompute (two searches each)
-#   after the third session of 2026-11-30, left: compile-ro (~2 min), dp-tf (its XLA half), gpu-comparison,
+#   after the third session of 2026-11-30, left: compile-ro (~2 min), dp-tf-xla (~3 min), gpu-comparison,
 #     capacity-tf-fp32 (its blocks half) and capacity-tf-bf16-blocks (each TF search 6-8 min: one per call)
 #   phases of the second session: capacity-tf-rest (~8 min), compile-ro (~2 min),
 #     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
@@ -105,6 +105,9 @@ for phase in $PHASES; do
     capacity-tf-bf16-blocks)  # issue 11: TF amp_bf16 with recompute
       $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=amp_bf16 --set recompute=blocks --set execution=graph \
         --set tensorflow.keras=keras3 --store "$STORE" ;;
+    dp-tf-xla)  # issue 17 (two GPUs): TF XLA with 1 and 2 workers (failed on 2026-11-30 before the all-reduce left XLA)
+      $H run benchmarks/h200/issue17_dp.yaml --backend tf --set tensorflow.keras=keras3 --set execution=compiled --store "$STORE"
+      $H compare --by replicas --store "$STORE" ;;
     dp-torch-compiled)  # issue 17 (two GPUs): torch.compile with DDP, 1 and 2 replicas (eager was measured on 2026-11-30)
       $H run benchmarks/h200/issue17_dp.yaml --backend torch --set execution=compiled --store "$STORE"
       $H compare --by replicas --store "$STORE" ;;
