@@ -344,45 +344,30 @@ def build_replica_step(compute, apply, execution: str, strategy) -> Step:
     and Keras 3 itself turns XLA off under tf.distribute.
     """
     tf = compat.tf_module()
+    inner = tf.function(compute, jit_compile=True) if execution == "compiled" else compute
 
-    def replica_step(step_compute):
-        def one_replica(x, y):
-            loss, grads = step_compute(x, y)
-            apply(grads)
-            return loss
+    def one_replica(x, y):
+        loss, grads = inner(x, y)
+        apply(grads)
+        return loss
 
-        return one_replica
+    def distributed_step(x, y):
+        return strategy.run(one_replica, args=(x, y))
 
     if execution == "eager":
-        fn = replica_step(compute)
-
-        def run_eagerly(x, y):
-            return strategy.run(fn, args=(x, y))
-
-        return Step(run_eagerly, "eager: strategy.run of the plain Python step, ops dispatched one by one")
+        return Step(distributed_step, "eager: strategy.run of the plain Python step, ops dispatched one by one")
     if tf.config.functions_run_eagerly():
         raise Unsupported("tf.config.run_functions_eagerly(True) is set in this process; tf.function would run eagerly")
     if execution == "graph":
-        fn = replica_step(compute)
-
-        def distributed_step(x, y):
-            return strategy.run(fn, args=(x, y))
-
         traced = tf.function(distributed_step, jit_compile=False)
         return Step(traced, "tf.function(jit_compile=False) around strategy.run(step)", traced)
     if execution == "compiled":
-        compiled = tf.function(compute, jit_compile=True)
-        fn = replica_step(compiled)
-
-        def compiled_step(x, y):
-            return strategy.run(fn, args=(x, y))
-
-        traced = tf.function(compiled_step, jit_compile=False)
+        traced = tf.function(distributed_step, jit_compile=False)
         return Step(
             traced,
             "tf.function(jit_compile=False) around strategy.run(step), the replica's forward and backward in "
             "tf.function(jit_compile=True) (XLA), the gradient all-reduce and the update outside XLA",
-            compiled,
+            inner,
         )
     raise Unsupported(f"execution {execution!r} is not one the TensorFlow backend maps (eager, graph, compiled)")
 

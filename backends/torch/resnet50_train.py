@@ -10,13 +10,13 @@ from typing import Any, Callable
 
 from harness.adapter import Prepared
 from harness.errors import Unsupported
-
-#: torch.compile modes that capture the compiled graphs in CUDA graphs (torch's docs: reduce-overhead, max-autotune)
-CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import synthetic_batch
 
 from backends.torch import compat, precision as precisions
+
+#: torch.compile modes that capture the compiled graphs in CUDA graphs (torch's docs: reduce-overhead, max-autotune)
+CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 
 #: Training steps run on a side stream before a whole-step CUDA graph is captured.
 GRAPH_WARMUP_STEPS = 3
@@ -166,7 +166,7 @@ def prepare(p, device, run) -> Prepared:
         else:
             api["execution"] = "eager"
 
-        # under CUDA graphs (mode reduce-overhead) each replay overwrites the last one's outputs: a new
+        # under CUDA graphs (CUDA_GRAPH_COMPILE_MODES) each replay overwrites the last one's outputs: a new
         # step is announced to the graph trees, and the first loss is copied out before it is overwritten
         mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
         mark_step = mark_step if model_only else None
