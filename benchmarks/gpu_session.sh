@@ -12,7 +12,7 @@
 #   issue 12: aa-session (~3 min), aa-gpus (~2 min, two GPUs); issue 11: capacity-torch,
 #     capacity-torch-recompute, capacity-tf, capacity-tf-recompute (two searches each)
 #   after the third session of 2026-11-30, left: compile-ro (~2 min), dp-tf-xla (~3 min), gpu-comparison,
-#     capacity-tf-fp32 (its blocks half) and capacity-tf-bf16-blocks (each TF search 6-8 min: one per call)
+#     capacity-tf-fp32-blocks and capacity-tf-bf16-blocks (each TF search 6-8 min: one per call)
 #   phases of the second session: capacity-tf-rest (~8 min), compile-ro (~2 min),
 #     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
 #     the same split to fit calls: capacity-tf-fp32 (two searches), capacity-tf-bf16-blocks, dp-torch-compiled
@@ -102,6 +102,9 @@ for phase in $PHASES; do
         $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=fp32 --set recompute=$r --set execution=graph \
           --set tensorflow.keras=keras3 --store "$STORE"
       done ;;
+    capacity-tf-fp32-blocks)  # issue 11: TF fp32 with recompute (the half of capacity-tf-fp32 still unmeasured)
+      $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=fp32 --set recompute=blocks --set execution=graph \
+        --set tensorflow.keras=keras3 --store "$STORE" ;;
     capacity-tf-bf16-blocks)  # issue 11: TF amp_bf16 with recompute
       $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=amp_bf16 --set recompute=blocks --set execution=graph \
         --set tensorflow.keras=keras3 --store "$STORE" ;;

@@ -245,6 +245,10 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                         f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]
                 record = retry
             outcome_n = fits(record, smaller_fit=bool(fitted))
+            runner.on_progress(base.with_params(batch_size=n), {
+                "phase": "probe_done", "fits": outcome_n, "status": record.get("status"),
+                "seconds": record.get("duration_s"), "phases_s": record.get("phases_s") or {},
+                "peak_allocated_bytes": record.get("peak_allocated_bytes")})
             if outcome_n:
                 fitted.append((n, float(record.get("duration_s") or 0.0)))
                 peaks.append((n, record.get("peak_allocated_bytes")))

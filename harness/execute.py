@@ -121,11 +121,37 @@ def gpu_size(neutral: str, framework_env: dict) -> dict:
     return {"memory_bytes": memory, "sm_count": sms}
 
 
+class Phases:
+    """Where a worker's wall time went: seconds per phase, written into `into` as each ends, so a run that
+    fails keeps the phases it finished and the one it failed in."""
+
+    def __init__(self, into: dict, first: str):
+        self.into, self.name, self.last = into, first, time.perf_counter()
+
+    def next(self, name: str | None) -> None:
+        """End the current phase and start `name` (None: end it only)."""
+        now = time.perf_counter()
+        if self.name is not None:
+            self.into[self.name] = round(self.into.get(self.name, 0.0) + now - self.last, 3)
+        self.name, self.last = name, now
+
+
 def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> None:
     """Open the device, prepare the step, time it and fill `fields` with what was measured.
 
     Raises whatever the backend raises; the fields known by then (the device's identity) stay.
+    `fields["phases_s"]` gets the seconds of each phase: open_device (the framework's import and the
+    device's set-up), prepare (the model, the inputs, the step), steps (the first step, warm-up and timed
+    blocks), after (checks, the launch probe, the timed region's read-backs).
     """
+    phases = Phases(fields.setdefault("phases_s", {}), "open_device")
+    try:
+        _measure_run(backend, spec, ctx, fields, phases)
+    finally:
+        phases.next(None)
+
+
+def _measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict, phases: Phases) -> None:
     workload = WORKLOADS[spec["workload"]]
     params = workload.validate(spec["params"])
     options = backend.validate_options(spec.get("options") or {})
@@ -145,6 +171,7 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
                                          "timing": "rank 0's clock; every timed block starts and ends at a barrier "
                                                    "of all replicas, so it covers the slowest"}
     fields.update(device.identity())
+    phases.next("prepare")
     reason = backend.unsupported_reason(workload.name, params.model_dump(), device.neutral, options)
     if reason:  # asked before the worker too, but then the device may have been `auto`
         raise Unsupported(reason)
@@ -153,6 +180,7 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
     with device.scope():
         prepared = backend.prepare(workload.name, params, device, run)
         fields["env"] = device.identity()["env"]  # again: the settings prepare put in force (TF32, threads)
+        phases.next("steps")
         try:
             work = workload.headline_per_step(params)
             clock, sync_api = device.clock()
@@ -160,6 +188,7 @@ def measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict) -> 
             timing = run_timed(prepared.step, clock, measure, work_per_step=work,
                                telemetry=None if probe else ctx.telemetry_for(device.neutral),
                                progress=progress_writer() if replica is None or replica.rank == 0 else None)
+            phases.next("after")
             fields["peak_allocated_bytes"] = device.peak_allocated_bytes()
             checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
             extra = prepared.timing_fields()

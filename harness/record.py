@@ -74,6 +74,10 @@ class Result:
     env: dict = field(default_factory=dict)
     started_at: str | None = None
     duration_s: float | None = None
+    #: where the run's wall time went, in seconds: the worker's phases (open_device, prepare, steps, after:
+    #: harness.execute.measure_run) and `process`, the rest of duration_s (the worker's start, its imports,
+    #: its exit); {} where no worker ran
+    phases_s: dict = field(default_factory=dict)
 
     @classmethod
     def planned(cls, spec) -> "Result":

@@ -281,7 +281,11 @@ class Runner:
                 tail = _tail(log_path)
                 if tail:
                     record["log_tail"] = tail
+        worker_s = record.get("duration_s") if launch is None else None  # the worker's execute(), if it ran
         record["duration_s"] = time.perf_counter() - started
+        if worker_s is not None and record.get("phases_s"):
+            # the worker's start (interpreter, imports) and exit, and the runner's reading of its result
+            record["phases_s"] = {**record["phases_s"], "process": round(record["duration_s"] - worker_s, 3)}
         return record
 
     def _cluster_for_run(self, spec: RunSpec) -> dp.Cluster:

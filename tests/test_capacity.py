@@ -220,3 +220,20 @@ def test_a_memory_bound_answer_says_so():
     assert record["checks"]["limited_by"] == "memory"
     _, capped = search(lambda b, t: ("ok", None), start=256, limit=1024, resolution=64)
     assert capped["checks"]["limited_by"] == "limit" and capped["median"] == 1024
+
+
+def test_a_probe_draws_few_images_and_repeats_them_in_the_run_s_shape():
+    # a probe measures memory: its inputs need the run's shape and dtype, not thousands of fresh draws
+    from harness.workloads.resnet50_train import PROBE_DISTINCT_IMAGES, ResNet50Params, synthetic_batch
+
+    p = ResNet50Params(batch_size=PROBE_DISTINCT_IMAGES * 2 + 5, image_size=32)
+    images, labels = synthetic_batch(p, 0, probe=True)
+    run_images, _ = synthetic_batch(p, 0)
+    assert images.shape == run_images.shape and images.dtype == run_images.dtype == "float32"
+    assert labels.shape == (p.batch_size,) and labels.dtype == "int64"
+    assert (images[PROBE_DISTINCT_IMAGES] == images[0]).all() and (labels[PROBE_DISTINCT_IMAGES] == labels[0])
+    assert not (run_images[PROBE_DISTINCT_IMAGES] == run_images[0]).all()  # a run's batch is all distinct
+    nhwc, _ = synthetic_batch(p, 0, probe=True, channels_last=True)
+    assert nhwc.shape == (p.batch_size, 32, 32, 3) and (nhwc == images.transpose(0, 2, 3, 1)).all()
+    run_nhwc, _ = synthetic_batch(p, 0, channels_last=True)
+    assert (run_nhwc == run_images.transpose(0, 2, 3, 1)).all() and run_nhwc.flags.c_contiguous

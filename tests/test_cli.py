@@ -398,6 +398,16 @@ def test_capacity_flags_override_the_file_and_a_resume_keeps_them(tmp_path, fake
     assert same.exit_code == 0, same.output
 
 
+def test_each_probe_says_on_screen_whether_it_fit_and_where_its_time_went(tmp_path, fake_backend, write_scenario):
+    path = _capacity(write_scenario, capacity={"start": 16, "limit": 64, "resolution": 8})
+    result = _invoke("run", path, "--find-max-batch", "--store", str(tmp_path / "p.db"))
+    assert result.exit_code == 0, result.output
+    assert "probe at batch_size=32: fits in " in result.output
+    assert "probe at batch_size=64: does not fit in " in result.output  # the fake's limit is 37
+    line = next(x for x in result.output.splitlines() if "probe at batch_size=16: fits" in x)
+    assert "process start/exit " in line and "model and inputs " in line and "steps " in line
+
+
 def test_a_capacity_resolution_can_be_a_share_of_the_answer(tmp_path, fake_backend, write_scenario):
     db = tmp_path / "share.db"
     path = _capacity(write_scenario, capacity={"start": 4, "limit": 1024, "resolution": "10%"})

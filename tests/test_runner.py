@@ -58,6 +58,23 @@ def test_an_ok_run_is_a_complete_record(runner):
     assert record["pct_of_peak"] is None  # a fake device has no datasheet: null, never zero
 
 
+def test_a_record_says_where_its_wall_time_went(runner):
+    # a probe that costs a minute, most of it outside its two steps, is answered by these phases
+    record = runner.execute(spec("sleep", seconds=0.5))
+    assert record["status"] == "ok", record.get("error")
+    phases = record["phases_s"]
+    assert set(phases) == {"open_device", "prepare", "steps", "after", "process"}
+    assert phases["prepare"] >= 0.5 > phases["steps"]  # the fake sleeps in prepare, not in its steps
+    assert all(v >= 0 for v in phases.values())
+    assert sum(phases.values()) == pytest.approx(record["duration_s"], abs=0.05)
+
+
+def test_a_failed_run_keeps_the_phases_it_reached(runner):
+    record = runner.execute(spec("raise"))
+    assert record["status"] == "failed"
+    assert set(record["phases_s"]) == {"open_device", "prepare", "process"}  # it failed preparing
+
+
 @pytest.mark.parametrize(
     "action, status, text",
     [

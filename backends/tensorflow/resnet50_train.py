@@ -219,9 +219,8 @@ def prepare(params, dev, run) -> Prepared:
     replica = run.replica
     strategy = getattr(dev, "strategy", None) if replica is not None else None
     world = replica.world_size if replica is not None else 1
-    images_host, labels_host = (synthetic_batch(params, run.seed) if replica is None else synthetic_batch(params, run.seed, replica.rank))
-    if data_format == "channels_last":
-        images_host = np.ascontiguousarray(images_host.transpose(0, 2, 3, 1))
+    images_host, labels_host = synthetic_batch(params, run.seed, 0 if replica is None else replica.rank,
+                                               channels_last=data_format == "channels_last", probe=run.probe)
     images = tf.constant(images_host)
     labels = tf.constant(labels_host)
     del images_host, labels_host

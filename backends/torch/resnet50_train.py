@@ -85,7 +85,7 @@ def prepare(p, device, run) -> Prepared:
     if replica is not None:
         model, api["distribution"], distributed = data_parallel(model, device, p)
         api["allreduce"] = ", ".join(f"{k}={v}" for k, v in distributed.items() if k != "env")
-    images_np, labels_np = (synthetic_batch(p, run.seed) if replica is None else synthetic_batch(p, run.seed, replica.rank))
+    images_np, labels_np = synthetic_batch(p, run.seed, 0 if replica is None else replica.rank, probe=run.probe)
     images = torch.from_numpy(images_np).to(dev)
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)

@@ -196,6 +196,20 @@ def describe_event(spec, event: dict, *, live: bool) -> str | None:
         else:
             of, left = f"block {block} of {max(block, repeats)}", ""
         return f"{probe}{of}: {figure}{left}"
+    if phase == "probe_done":  # harness.capacity, after each probe: its answer and where its time went
+        outcome = {True: "fits", False: "does not fit", None: "failed"}[event.get("fits")]
+        if event.get("fits") is False and event.get("status") not in ("oom", None):
+            outcome += f" ({event['status']})"
+        peak = num("peak_allocated_bytes")
+        if event.get("fits") and peak:
+            outcome += f", peak {peak / 2**30:.1f} GiB"
+        seconds, parts = num("seconds"), event.get("phases_s") or {}
+        names = (("process", "process start/exit"), ("open_device", "framework and device"),
+                 ("prepare", "model and inputs"), ("steps", "steps"))
+        split = ", ".join(f"{label} {parts[key]:.0f} s" for key, label in names
+                          if isinstance(parts.get(key), (int, float)))
+        took = f" in {seconds:.0f} s" if seconds is not None else ""
+        return f"{probe}{outcome}{took}" + (f" ({split})" if split else "")
     return None
 
 

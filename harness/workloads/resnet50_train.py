@@ -80,16 +80,31 @@ def train_flops_per_image(image_size: int = 224, num_classes: int = 1000) -> flo
     return 3.0 * 2.0 * forward_macs(image_size, num_classes)
 
 
-def synthetic_batch(p: ResNet50Params, seed: int, rank: int = 0) -> tuple[np.ndarray, np.ndarray]:
+#: Distinct images a capacity probe draws; its batch repeats them. A probe's inputs only need the run's
+#: shape and dtype (memory is what it measures), and drawing thousands of normal images costs seconds each
+#: time (about 2.5 s per 1024 at 224 px on one core), in every probe.
+PROBE_DISTINCT_IMAGES = 64
+
+
+def synthetic_batch(p: ResNet50Params, seed: int, rank: int = 0, *, channels_last: bool = False,
+                    probe: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Images (N, 3, H, W) float32 standard normal and int64 labels, from the scenario's seed.
 
-    One micro-batch of batch_size images; every backend converts it to its own layout. Replica
-    `rank` of a data-parallel run draws its own batch from (seed, rank); rank 0 draws what a
-    one-replica run draws, so its inputs_fingerprint matches the 1-replica configuration's.
+    One micro-batch of batch_size images; every backend converts it to its own layout, or asks for
+    (N, H, W, 3) with `channels_last`. Replica `rank` of a data-parallel run draws its own batch from
+    (seed, rank); rank 0 draws what a one-replica run draws, so its inputs_fingerprint matches the
+    1-replica configuration's. A capacity `probe` draws PROBE_DISTINCT_IMAGES images and repeats them.
     """
     rng = np.random.default_rng(seed if rank == 0 else [seed, rank])
-    images = rng.standard_normal((p.batch_size, 3, p.image_size, p.image_size), dtype=np.float32)
-    labels = rng.integers(0, p.num_classes, size=(p.batch_size,), dtype=np.int64)
+    drawn = min(p.batch_size, PROBE_DISTINCT_IMAGES) if probe else p.batch_size
+    images = rng.standard_normal((drawn, 3, p.image_size, p.image_size), dtype=np.float32)
+    labels = rng.integers(0, p.num_classes, size=(drawn,), dtype=np.int64)
+    if channels_last:
+        images = np.ascontiguousarray(images.transpose(0, 2, 3, 1))
+    if drawn < p.batch_size:
+        reps = -(-p.batch_size // drawn)
+        images = np.tile(images, (reps,) + (1,) * (images.ndim - 1))[:p.batch_size]
+        labels = np.tile(labels, reps)[:p.batch_size]
     return images, labels
 
 

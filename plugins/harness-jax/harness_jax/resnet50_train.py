@@ -152,9 +152,8 @@ def prepare(p, device, run) -> Prepared:
                        LossScale(jnp.float32(INIT_SCALE), jnp.int32(0)) if loss_scaling else None)
     state = jax.device_put(state, device.jax)
 
-    images_host, labels_host = synthetic_batch(p, run.seed)
-    if layout == "NHWC":
-        images_host = np.ascontiguousarray(images_host.transpose(0, 2, 3, 1))
+    images_host, labels_host = synthetic_batch(p, run.seed, channels_last=layout == "NHWC",
+                                               probe=getattr(run, "probe", False))
     images = device.put(images_host)
     # int32 on the device: JAX keeps 64-bit integers only with jax_enable_x64, which would change every default dtype
     labels = device.put(labels_host.astype(np.int32))
