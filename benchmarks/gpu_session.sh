@@ -11,8 +11,9 @@
 #     frameworks-gemm (~3 min: GEMM 4096, both frameworks)
 #   issue 12: aa-session (~3 min), aa-gpus (~2 min, two GPUs); issue 11: capacity-torch,
 #     capacity-torch-recompute, capacity-tf, capacity-tf-recompute (two searches each)
-#   after the third session of 2026-11-30, left: compile-ro (~2 min), dp-tf-xla (~3 min), gpu-comparison,
-#     capacity-tf-fp32-blocks and capacity-tf-bf16-blocks (each TF search 6-8 min: one per call)
+#   after the fourth session of 2026-11-30, left: gpu-comparison-torch and gpu-comparison-tf (the file changed:
+#     TensorFlow trains through tf.function there, not eager), capacity-tf (TF fp32 and amp_bf16 without recompute
+#     again, for a whole table from one session)
 #   phases of the second session: capacity-tf-rest (~8 min), compile-ro (~2 min),
 #     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
 #     the same split to fit calls: capacity-tf-fp32 (two searches), capacity-tf-bf16-blocks, dp-torch-compiled
@@ -123,8 +124,14 @@ for phase in $PHASES; do
       $H run benchmarks/h200/issue17_dp.yaml --backend tf --set tensorflow.keras=keras3 --set 'execution=[graph, compiled]' \
         --store "$STORE"
       $H compare --by replicas --store "$STORE" ;;
-    gpu-comparison)  # issue 17 (two GPUs): the two-GPU comparison file, both frameworks on cuda:0 and cuda:1
-      $H run scenarios/gpu_comparison.yaml --set measure.processes=3 --store "$STORE"
+    gpu-comparison)  # issue 17 (two GPUs): the two-GPU comparison file, both frameworks on cuda:0 and cuda:1 (~20 min: two calls)
+      $H run scenarios/gpu_comparison.yaml --set measure.processes=4 --store "$STORE"
+      $H compare --by device --store "$STORE" ;;
+    gpu-comparison-torch)  # the same, torch's half (~5 min); 4 processes a side, the fewest that can reach p < 0.05
+      $H run scenarios/gpu_comparison.yaml --backend torch --set measure.processes=4 --store "$STORE"
+      $H compare --by device --store "$STORE" ;;
+    gpu-comparison-tf)  # TensorFlow's half (~9 min; finish with harness run --resume SESSION if a call's time runs out)
+      $H run scenarios/gpu_comparison.yaml --backend tf --set measure.processes=4 --store "$STORE"
       $H compare --by device --store "$STORE" ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;
   esac

@@ -182,3 +182,17 @@ def test_every_bundled_scenario_is_valid():
 def test_a_workload_that_is_not_a_string_is_a_clear_error(write_scenario):
     err = _error(write_scenario({**GOOD, "workload": []}), ["size=8"])
     assert "`workload`" in str(err)
+
+
+def test_the_two_gpu_comparison_trains_each_framework_the_way_its_users_do():
+    # TensorFlow's eager mode is a debugging mode (49-55 images/s against torch eager's 840 on an H200):
+    # a bundled comparison that ran it would measure the mode, not the GPUs
+    from harness.bundled import bundled_scenarios
+    from harness.scenario import load_scenarios
+
+    path = next(p for p in bundled_scenarios() if p.stem == "gpu_comparison")
+    runs = [spec for scenario in load_scenarios(path) for spec in build_plan(scenario, "s")]
+    training = {(s.backend, s.params["execution"]) for s in runs if s.workload == "resnet50_train"}
+    assert training == {("torch", "eager"), ("tensorflow", "graph")}
+    assert {s.device for s in runs} == {"cuda:0", "cuda:1"}
+    assert {s.backend for s in runs if s.workload == "gemm"} == {"torch", "tensorflow"}
