@@ -13,7 +13,7 @@
 #     capacity-torch-recompute, capacity-tf, capacity-tf-recompute (two searches each)
 #   after the fourth session of 2026-11-30, left: gpu-comparison-torch and gpu-comparison-tf (the file changed:
 #     TensorFlow trains through tf.function there, not eager), capacity-tf (TF fp32 and amp_bf16 without recompute
-#     again, for a whole table from one session)
+#     again, for a whole table from one session), capacity-tf-nogrowth (~11 min: one search per GPU, or two calls)
 #   phases of the second session: capacity-tf-rest (~8 min), compile-ro (~2 min),
 #     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
 #     the same split to fit calls: capacity-tf-fp32 (two searches), capacity-tf-bf16-blocks, dp-torch-compiled
@@ -106,6 +106,11 @@ for phase in $PHASES; do
     capacity-tf-fp32-blocks)  # issue 11: TF fp32 with recompute (the half of capacity-tf-fp32 still unmeasured)
       $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=fp32 --set recompute=blocks --set execution=graph \
         --set tensorflow.keras=keras3 --store "$STORE" ;;
+    capacity-tf-nogrowth)  # issue 11: TF fp32 with TensorFlow's default allocator (growth off), against the growth-on answers
+      for r in none blocks; do
+        $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=fp32 --set recompute=$r --set execution=graph \
+          --set tensorflow.keras=keras3 --set tensorflow.memory_growth=false --store "$STORE"
+      done ;;
     capacity-tf-bf16-blocks)  # issue 11: TF amp_bf16 with recompute
       $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=amp_bf16 --set recompute=blocks --set execution=graph \
         --set tensorflow.keras=keras3 --store "$STORE" ;;

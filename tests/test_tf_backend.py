@@ -89,6 +89,29 @@ def test_backend_declares_its_names_and_techniques():
         backend.validate_options({"compile_mode": "default"})
 
 
+def test_memory_growth_can_be_turned_off_and_the_default_keeps_old_run_keys(monkeypatch):
+    # TensorFlow's default allocator (growth off: one region) may fit batches that growth's regions cannot;
+    # harness keeps growth on unless a run asks, and a run that does not ask keeps the key it always had
+    from harness.plan import run_key
+
+    monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
+    backend = TensorFlowBackend()
+    assert backend.validate_options({"memory_growth": True}) == backend.validate_options({}) == {"keras": "auto"}
+    off = backend.validate_options({"memory_growth": False})
+    assert off == {"keras": "auto", "memory_growth": False}
+    assert run_key("s", "gemm", "tensorflow", "cpu", {}, off) != run_key("s", "gemm", "tensorflow", "cpu", {}, {"keras": "auto"})
+    assert backend.worker_env(off)["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
+    assert backend.worker_env({"keras": "auto"})["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    with pytest.raises(ValueError, match="memory_growth"):
+        backend.validate_options({"memory_growth": "sometimes"})
+    # and the worker's device set-up leaves the allocator alone (it would otherwise turn growth on again)
+    from backends.tensorflow import device as tf_device
+
+    monkeypatch.setenv("TF_FORCE_GPU_ALLOW_GROWTH", "false")
+    monkeypatch.setattr(tf_device.compat, "tf_module", lambda: pytest.fail("memory growth was set"))
+    tf_device.enable_memory_growth()
+
+
 @pytest.mark.parametrize("workload", ["gemm", "resnet50_train"])
 def test_a_whole_step_cuda_graph_has_no_tensorflow_equivalent_and_says_so(workload):
     reason = TensorFlowBackend().unsupported_reason(workload, {"execution": "cuda_graph"}, "cuda:0")

@@ -64,6 +64,12 @@ class TensorFlowOptions(BaseModel):
     #: the tf_keras package with TF_USE_LEGACY_KERAS=1 on TF 2.16+, tf.keras itself before), or
     #: `auto`, whatever this TensorFlow uses by default (recorded in api.keras).
     keras: Literal["auto", "keras3", "tf_keras"] = "auto"
+    #: TensorFlow's GPU allocator takes memory as it goes (True, harness's default: NVML's used memory then
+    #: means something) or all of it at the start, TensorFlow's own default (False: one region, so one large
+    #: buffer is not split across regions; it may fit larger batches). TF_FORCE_GPU_ALLOW_GROWTH for the
+    #: worker; what was in force is in env.framework.gpu_memory_growth. Left out of a record's options when
+    #: True, so configurations stored before the option existed keep their run_key.
+    memory_growth: bool = True
 
 
 def _version_tuple(version: str | None) -> tuple[int, int]:
@@ -92,6 +98,13 @@ class TensorFlowBackend(Backend):
     options_model: ClassVar[type[BaseModel]] = TensorFlowOptions
     #: replicas > 1: tf.distribute.MultiWorkerMirroredStrategy, one worker process per replica (TF_CONFIG)
     data_parallel: ClassVar[bool] = True
+
+    def validate_options(self, options: dict) -> dict:
+        """The options with defaults filled, `memory_growth` only where it is off (harness's default is on)."""
+        validated = super().validate_options(options)
+        if validated.get("memory_growth") is True:
+            del validated["memory_growth"]
+        return validated
 
     def keras_choice(self, options: dict | None) -> str:
         """`keras3` or `tf_keras`: the Keras a run with these options builds its model with."""
@@ -129,10 +142,12 @@ class TensorFlowBackend(Backend):
         return None
 
     def worker_env(self, options: dict, probe: bool = False) -> dict[str, str]:
-        """Memory growth (else TF takes nearly all device memory and NVML's figure means nothing), quiet logs,
+        """Memory growth unless `memory_growth: false` (else TF takes nearly all device memory and NVML's figure
+        means nothing), quiet logs,
         and the Keras choice, which TensorFlow reads once, at import (TF_USE_LEGACY_KERAS). A capacity probe
         turns cuDNN and XLA autotuning off (TF_CUDNN_USE_AUTOTUNE=0, --xla_gpu_autotune_level=0)."""
-        env = {"TF_FORCE_GPU_ALLOW_GROWTH": os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
+        growth = "false" if (options or {}).get("memory_growth") is False else os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+        env = {"TF_FORCE_GPU_ALLOW_GROWTH": growth,
                "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
         if probe:
             env["TF_CUDNN_USE_AUTOTUNE"] = "0"

@@ -47,6 +47,8 @@ def enable_memory_growth() -> None:
     Must run before the first op touches a GPU; afterwards TensorFlow refuses (RuntimeError), and the
     worker's TF_FORCE_GPU_ALLOW_GROWTH=true (TensorFlowBackend.worker_env) has already done the same.
     """
+    if os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "").lower() == "false":
+        return  # the run asked for TensorFlow's default allocator (options: {tensorflow: {memory_growth: false}})
     tf = compat.tf_module()
     for gpu in tf.config.list_physical_devices("GPU"):
         try:
