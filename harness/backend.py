@@ -74,6 +74,9 @@ class Backend:
     modules: ClassVar[dict[str, str]] = {}
     #: The backend's own scenario options (`options: {<backend>: {...}}`), validated like every field.
     options_model: ClassVar[type[BaseModel]] = NoOptions
+    #: Modules a worker may import before it knows its run (a capacity probe's worker, started while the
+    #: previous probe runs): the framework's own imports, which must neither touch a device nor take its memory.
+    preload_modules: ClassVar[tuple[str, ...]] = ()
     #: Whether it trains data-parallel (a workload's `replicas` > 1): it implements `launch` and
     #: `open_replica` (docs/distributed.md). A backend that does not gets `unsupported` for replicas > 1.
     data_parallel: ClassVar[bool] = False
@@ -147,6 +150,11 @@ class Backend:
         raise Unsupported(f"the {self.name} backend does not implement data-parallel training")
 
     # --- verbs run in the worker --------------------------------------------------------------------
+
+    def preload(self) -> None:
+        """Import `preload_modules` (a worker started ahead of its run; harness.worker --ahead)."""
+        for module in self.preload_modules:
+            importlib.import_module(module)
 
     def open_replica(self, device: str, cpu_threads: dict, replica: "Replica") -> "Device":
         """`open_device` for one replica of a data-parallel run: also join the replicas' process group

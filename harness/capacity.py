@@ -16,6 +16,8 @@ counts as out of memory, with the error's first line kept as the evidence.
 
 from __future__ import annotations
 
+import contextlib
+
 import signal
 import time
 from dataclasses import replace
@@ -212,9 +214,11 @@ def find_max_batch(runner: Runner, plan: list[RunSpec], start: int = 1, limit: i
     configs: dict[str, RunSpec] = {}
     for spec in plan:
         configs.setdefault(capacity_key(spec), spec)
+    ahead = getattr(runner, "workers_ahead", None)  # each probe's worker started while the previous probe runs
     with trap_signals():
         try:
-            _search_all(runner, configs, outcome, start, limit, resolution)
+            with ahead() if ahead is not None else contextlib.nullcontext():
+                _search_all(runner, configs, outcome, start, limit, resolution)
         except (Interrupted, KeyboardInterrupt) as exc:
             outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
     return outcome

@@ -63,6 +63,11 @@ def line_naming(text, messages, case_sensitive: bool = True) -> str:
                 first_line(text))[:300]
 
 
+#: oneDNN's words for a buffer it could not allocate (the CPU kernels of torch and TensorFlow): read as out of
+#: memory only under --memory-limit (HARNESS_MEMORY_LIMIT_BYTES), where they are what a host limit produces.
+ONEDNN_ALLOCATION = ("could not create a primitive", "could not allocate", "std::bad_alloc")
+
+
 def allocation_failure(exc: BaseException, types: tuple = (), messages: tuple = ()) -> str | None:
     """Evidence that an exception, or one it was raised from, is an allocation failure; None if none is.
 

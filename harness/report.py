@@ -543,15 +543,25 @@ def unfinished_rows(records: list[dict]) -> list[dict]:
     return rows
 
 
-def unfinished_section(records: list[dict]) -> Section:
+def unfinished_section(records: list[dict], sessions: list[dict] | None = None) -> Section:
+    """Runs that ended other than ok, and sessions that ended before their plan did (`sessions`: from
+    harness.commands.report.unfinished_sessions), whose missing runs left no record at all."""
     section = Section("Runs that did not finish")
     rows = unfinished_rows(records)
     probes = [r for r in records if r.get("probe_of")]
+    for s in sessions or []:
+        if s.get("left"):
+            section.parts.append(("text", (
+                f"Session {s['session_id']} ended {s.get('state')}: {s['left']} of its {s['planned']} planned run(s) "
+                f"have no ok result (a run stopped part-way leaves no record). `harness run --resume "
+                f"{s['session_id']}` runs them.")))
     if rows:
         section.parts.append(("text", f"{len(rows)} configuration(s) with runs that ended other than ok "
                                       "(unsupported: the backend cannot run it, and says why; failed, timeout, "
                                       "oom, diverged: it ran and did not finish). They are in no plot's bars."))
         section.parts.append(("table", rows, 2 * CELL_CHARS))  # a reason's first lines, whole
+    elif any(s.get("left") for s in sessions or []):
+        section.parts.append(("text", "Every stored run ended ok."))
     else:
         section.parts.append(("text", "Every run ended ok."))
     if probes:
@@ -934,13 +944,14 @@ def warning_lines(records: list[dict]) -> list[str]:
     return out
 
 
-def build_sections(records) -> list[Section]:
-    """The report's sections, in order, from result records (all statuses; plots use only ok ones)."""
+def build_sections(records, sessions: list[dict] | None = None) -> list[Section]:
+    """The report's sections, in order, from result records (all statuses; plots use only ok ones) and the
+    unfinished sessions they came from (see unfinished_section)."""
     records = as_records(records)
     if not records:
         raise InputError("no results to report")
     colours = variant_colours(_not_probe(records) or records)
-    sections = [framework_section(records, colours), unfinished_section(records)]
+    sections = [framework_section(records, colours), unfinished_section(records, sessions)]
     for name in dict.fromkeys(r.get("workload") for r in records):
         sections.append(workload_section(name, [r for r in records if r.get("workload") == name], colours))
     sections.append(technique_section(ok_records(records), colours))
@@ -1039,10 +1050,10 @@ def render_markdown(sections: list[Section], overview: list[str]) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def write_report(records, output_dir: str | Path = "reports") -> dict[str, Path]:
+def write_report(records, output_dir: str | Path = "reports", sessions: list[dict] | None = None) -> dict[str, Path]:
     """Write report.html, report.md and the plots' PNG files into output_dir; the paths written."""
     records = as_records(records)
-    sections = build_sections(records)
+    sections = build_sections(records, sessions)
     overview = _overview(records)
     folder = Path(output_dir)
     try:

@@ -90,6 +90,22 @@ def worker_env(memory_limit_bytes: int | None = None, framework_env: dict[str, s
     return env
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a file whole or not at all (a worker started ahead polls for it)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, path)
+
+
+@dataclass
+class _Ahead:
+    """A worker started before its run (`python -m harness.worker --ahead`), importing its framework."""
+
+    key: tuple
+    proc: subprocess.Popen
+    tmpdir: tempfile.TemporaryDirectory
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGTERM the worker's process group, then SIGKILL whatever is left after a grace period."""
     for sig, wait in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 10.0)):
@@ -170,6 +186,62 @@ class Runner:
         #: warmup or block, with its figures; see harness.measure.run_timed), as it arrives.
         self.on_progress = on_progress or (lambda spec, event: None)
         self._backends = available_backends()
+        #: capacity probes: while one probe runs, the next one's worker starts and imports its framework
+        self._ahead_wanted = False
+        self._ahead: _Ahead | None = None
+
+    @contextlib.contextmanager
+    def workers_ahead(self):
+        """Within this block, each capacity probe's worker starts while the previous probe runs (its
+        framework's import, seconds for TensorFlow, is then done when the next batch size is known); each
+        probe still runs in a process of its own. The worker left unused at the end is stopped. Only where
+        the import's host memory cannot change a probe's answer (`_ahead_harmless`)."""
+        self._ahead_wanted = True
+        try:
+            yield self
+        finally:
+            self._ahead_wanted = False
+            self.drop_ahead()
+
+    def drop_ahead(self) -> None:
+        """Stop the worker started ahead, if any, and remove its folder."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            _kill_group(ahead.proc)
+            ahead.tmpdir.cleanup()
+
+    def _ahead_harmless(self, spec: RunSpec) -> bool:
+        """Whether a worker importing beside a probe leaves the probe's answer alone: it takes host memory (about
+        half a GiB), which bounds a probe only on the CPU without --memory-limit (each worker has its own limit)."""
+        return str(spec.device).startswith("cuda") or bool(self.memory_limit_bytes)
+
+    @staticmethod
+    def _ahead_key(spec: RunSpec, env: dict) -> tuple:
+        return spec.backend, tuple(sorted(env.items()))
+
+    def _start_ahead(self, spec: RunSpec, env: dict) -> None:
+        """Start the worker of a run like `spec` (same backend, same environment) before that run exists."""
+        if self._ahead is not None:
+            return
+        tmpdir = tempfile.TemporaryDirectory(prefix="harness-run-")
+        ahead_env = {**env, "HARNESS_PROGRESS_FILE": str(Path(tmpdir.name, "progress.jsonl"))}
+        with open(Path(tmpdir.name, "worker.log"), "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.worker", "--ahead", spec.backend, tmpdir.name, str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=ahead_env,
+                start_new_session=True)
+        self._ahead = _Ahead(self._ahead_key(spec, env), proc, tmpdir)
+
+    def _take_ahead(self, spec: RunSpec, env: dict) -> _Ahead | None:
+        """The worker started ahead, if it suits this run and still waits for one; else None (and it is stopped)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        if ahead.key != self._ahead_key(spec, env) or ahead.proc.poll() is not None:
+            self._ahead = ahead
+            self.drop_ahead()
+            return None
+        return ahead
 
     def static_status(self, spec: RunSpec) -> tuple[str, str] | None:
         """(status, reason) for a run decided without a worker: backend missing or combination unmapped."""
@@ -211,16 +283,19 @@ class Runner:
             return record
         started = time.perf_counter()
         replicas = self._replicas(spec)
-        with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
+        backend = self._backends[spec.backend]
+        base_env = worker_env(self.memory_limit_bytes, backend.worker_env(
+            spec.options, probe=bool(spec.measure.get("probe"))))
+        probe = bool(spec.measure.get("probe")) and replicas == 1
+        ahead = self._take_ahead(spec, base_env) if probe else None
+        tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
+        try:
+            tmp = tmpdir.name
             spec_path = Path(tmp, "spec.json")
             result_path = Path(tmp, "result.json")
             log_path = Path(tmp, "worker.log")
             progress = ProgressReader(Path(tmp, "progress.jsonl"))
-            spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
-            backend = self._backends[spec.backend]
-            env = worker_env(self.memory_limit_bytes, backend.worker_env(
-                spec.options, probe=bool(spec.measure.get("probe"))))
-            env["HARNESS_PROGRESS_FILE"] = str(progress.path)
+            env = {**base_env, "HARNESS_PROGRESS_FILE": str(progress.path)}
             worker = [sys.executable, "-m", "harness.worker", str(spec_path), str(result_path)]
             launch = None
             if replicas > 1:
@@ -240,6 +315,12 @@ class Runner:
             procs: list[subprocess.Popen] = []
             with open(log_path, "ab") as log:
                 try:
+                    if ahead is not None:  # its framework already imported: hand it the run
+                        procs.append(ahead.proc)
+                        write_text_atomic(spec_path, json.dumps(spec.to_dict()))
+                        commands = []
+                    else:
+                        spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
                     for argv, proc_env in commands:
                         procs.append(subprocess.Popen(
                             argv,
@@ -249,6 +330,8 @@ class Runner:
                             env=proc_env,
                             start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
                         ))
+                    if probe and self._ahead_wanted and self._ahead_harmless(spec):
+                        self._start_ahead(spec, base_env)  # the next probe's worker imports while this one runs
                     timed_out = not self._wait_all(procs, spec, progress)
                 except BaseException:
                     for proc in procs:
@@ -281,6 +364,8 @@ class Runner:
                 tail = _tail(log_path)
                 if tail:
                     record["log_tail"] = tail
+        finally:
+            tmpdir.cleanup()
         worker_s = record.get("duration_s") if launch is None else None  # the worker's execute(), if it ran
         record["duration_s"] = time.perf_counter() - started
         if worker_s is not None and record.get("phases_s"):

@@ -42,8 +42,50 @@ def apply_memory_limit() -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (value, value))
 
 
+#: Seconds between two looks for the spec of a worker started ahead (harness.worker --ahead).
+AHEAD_POLL_S = 0.02
+
+
+def wait_for_run(backend_name: str, run_dir: str, parent: int) -> float | None:
+    """A worker started ahead of its run: import the backend's framework, then wait for RUN_DIR/spec.json.
+
+    The runner starts the next capacity probe's worker while the current probe runs, so the framework's
+    import (seconds for TensorFlow) is done by the time the next batch size is known. Returns the seconds
+    the imports took, or None if the runner (pid `parent`) went away first: this worker then leaves without
+    running. The runner's pid comes on the command line: one that died while this process started would
+    already have left it an orphan by the time it could ask for its parent.
+    """
+    import time
+
+    from harness.backend import available_backends
+
+    started = time.perf_counter()
+    try:
+        available_backends()[backend_name].preload()
+    except Exception:  # noqa: BLE001 - the run meets the same error again, and records it
+        pass
+    imported = time.perf_counter() - started
+    spec = os.path.join(run_dir, "spec.json")
+    while not os.path.exists(spec):
+        if os.getppid() != parent:
+            return None
+        time.sleep(AHEAD_POLL_S)
+    return imported
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    ahead = None
+    if argv and argv[0] == "--ahead":  # python -m harness.worker --ahead BACKEND RUN_DIR RUNNER_PID
+        _, backend_name, run_dir, parent = argv
+        try:
+            apply_memory_limit()  # before any import, as for every worker
+        except (ValueError, OverflowError, OSError):
+            pass  # applied again below, where its failure becomes the result
+        ahead = wait_for_run(backend_name, run_dir, int(parent))
+        if ahead is None:
+            return 0
+        argv = [os.path.join(run_dir, "spec.json"), os.path.join(run_dir, "result.json")]
     spec_path, result_path = argv
     from harness.distributed import Replica, rank_result_path, register_pid
 
@@ -61,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
     fields = execute(spec)
+    if ahead is not None:  # not part of duration_s: it ran before the run was handed over
+        fields.setdefault("phases_s", {})["imported_ahead"] = round(ahead, 3)
     write_json_atomic(result_path, fields)
     if replica is not None and fields.get("status") != "ok":
         # a replica that failed leaves with an error, so its launcher (torchrun, the runner) ends its peers

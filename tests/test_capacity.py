@@ -20,6 +20,7 @@ class ScriptedRunner:
         self.store = self
         self.on_start = lambda *a: None
         self.on_result = lambda *a: None
+        self.on_progress = lambda *a: None
 
     def add(self, record):
         self.stored.append(record)

@@ -150,6 +150,57 @@ def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, wr
     assert capacity[0]["checks"]["first_failing_batch_size"] == 38
     assert {p["status"] for p in probes} == {"ok", "oom"}
     assert all(p["probe_of"] == capacity[0]["run_id"] for p in probes)
+    # on the CPU without --memory-limit a worker importing beside a probe would take the host memory it
+    # measures: no probe's worker starts ahead there
+    assert not any("imported_ahead" in p["phases_s"] for p in probes)
+
+
+def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fake_backend):
+    from harness.capacity import find_max_batch
+    from harness.plan import RunSpec
+    from harness.runner import Runner
+
+    spec = RunSpec(run_id="r", session_id="s", run_key="k", scenario="cap", workload="resnet50_train", backend="fake",
+                   device="cpu", params={"batch_size": 2, "image_size": 32}, seed=0,
+                   measure={"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120},
+                   options={"action": "oom_above", "limit": 9})
+    with Store(tmp_path / "a.db") as store:
+        runner = Runner(store, memory_limit_bytes=2**31)  # each worker its own limit: starting ahead is harmless
+        started = []
+        start = runner._start_ahead
+        runner._start_ahead = lambda *a: (start(*a), started.append(runner._ahead.proc))
+        (record,) = find_max_batch(runner, [spec], start=2, limit=64, resolution=1).records
+    assert record["median"] == 9
+    assert len(started) >= 3 and runner._ahead is None
+    assert all(proc.poll() is not None for proc in started)  # the last, never used, was stopped too
+    probes = sorted((r for r in store_records(tmp_path / "a.db") if r.get("probe_of")), key=lambda r: r["started_at"])
+    assert "imported_ahead" not in probes[0]["phases_s"]  # the first probe's worker started alone
+    assert all("imported_ahead" in p["phases_s"] for p in probes[1:])  # each later one while the one before ran
+
+
+def store_records(path):
+    with Store(path) as store:
+        return store.records()
+
+
+def test_a_worker_started_ahead_leaves_when_its_runner_is_gone(tmp_path, fake_backend):
+    # the runner killed (SIGKILL: no clean-up) must not leave a worker waiting for a run forever
+    parent = subprocess.run([sys.executable, "-c", (
+        "import os, subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'harness.worker', '--ahead', 'fake', "
+        f"{str(tmp_path)!r}, str(os.getpid())], start_new_session=True); print(p.pid)")],
+        capture_output=True, text=True, check=True)
+    pid = int(parent.stdout.strip())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the worker started ahead outlived its runner")
+    assert not (tmp_path / "result.json").exists()
 
 
 def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finished(tmp_path, fake_backend, write_scenario):
@@ -556,3 +607,20 @@ def test_a_signal_at_a_random_moment_loses_no_row(tmp_path, fake_backend, write_
     assert sorted(r["params"]["batch"] for r in rows) == [1, 2, 3, 4]
     RELIABILITY["rows lost"] += 4 - len(rows)
     RELIABILITY[f"sessions stopped by {signal.Signals(sig).name} at a random moment, completed"] += 1
+
+
+def test_a_report_names_a_session_that_ended_before_its_plan(tmp_path, fake_backend, write_scenario, harness_cli):
+    # a run killed part-way leaves no record: a report of the rows alone would say every run ended ok
+    path = _fake_scenario(write_scenario, tmp_path, 3)
+    db = tmp_path / "r.db"
+    code, _, err = harness_cli("run", path, "--store", str(db), "-q")
+    assert code == 0, err
+    with sqlite3.connect(db) as con:  # as if interrupted during the third run
+        (session,) = [row[0] for row in con.execute("SELECT session_id FROM sessions")]
+        con.execute("DELETE FROM results WHERE run_id = (SELECT run_id FROM results ORDER BY started_at DESC LIMIT 1)")
+        con.execute("UPDATE sessions SET state = 'interrupted'")
+    code, _, err = harness_cli("report", "--store", str(db), "-o", str(tmp_path / "rep"))
+    assert code == 0, err
+    text = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    assert f"Session {session} ended interrupted: 1 of its 3 planned run(s) have no ok result" in text
+    assert f"harness run --resume {session}" in text and "Every run ended ok." not in text

@@ -466,8 +466,8 @@ def test_grad_accum_2_counts_twice_the_images_and_averages_the_gradients(eager_f
 def test_a_non_finite_loss_is_reported_as_diverged(monkeypatch):
     real = tf_resnet.synthetic_batch
 
-    def poisoned(params, seed):
-        images, labels = real(params, seed)
+    def poisoned(params, seed, *args, **kwargs):
+        images, labels = real(params, seed, *args, **kwargs)
         return np.full_like(images, np.nan), labels
 
     monkeypatch.setattr(tf_resnet, "synthetic_batch", poisoned)

@@ -403,11 +403,22 @@ def test_keras_resnet50_v1_is_unsupported_on_torch():
         "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
         "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
         "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes",
+        "[enforce fail at CPUAllocator.cpp:68] . DefaultCPUAllocator: not enough memory: you tried to allocate 8 bytes",
     ],
 )
 def test_allocation_failures_are_out_of_memory_with_their_evidence(message):
     evidence = TorchBackend().out_of_memory(RuntimeError(message))
     assert evidence and evidence.startswith("RuntimeError naming") and message.splitlines()[0][:40] in evidence
+
+
+def test_onednn_allocation_failures_are_out_of_memory_only_under_a_host_memory_limit(monkeypatch):
+    # seen at the edge of a capacity search under --memory-limit on the CPU: the backward's oneDNN primitive
+    # could not be created for want of memory; without a limit the same words are some other failure
+    error = RuntimeError("could not create a primitive")
+    monkeypatch.delenv("HARNESS_MEMORY_LIMIT_BYTES", raising=False)
+    assert TorchBackend().out_of_memory(error) is None
+    monkeypatch.setenv("HARNESS_MEMORY_LIMIT_BYTES", str(3 * 2**29))
+    assert "could not create a primitive" in TorchBackend().out_of_memory(error)
 
 
 def test_torch_and_host_oom_types_are_out_of_memory():

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.backend import Backend
-from harness.errors import first_line, line_naming
+from harness.errors import ONEDNN_ALLOCATION, first_line, line_naming
 from harness.workloads import technique_values
 
 
@@ -79,8 +79,6 @@ def _version_tuple(version: str | None) -> tuple[int, int]:
     except (IndexError, ValueError):
         return 0, 0
 
-#: oneDNN's words for an allocation that failed: read as out-of-memory only under --memory-limit.
-_ONEDNN_ALLOCATION = ("could not create a primitive", "could not allocate", "std::bad_alloc")
 
 
 class TensorFlowBackend(Backend):
@@ -96,6 +94,8 @@ class TensorFlowBackend(Backend):
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm", "resnet50_train": "backends.tensorflow.resnet50_train"}
     options_model: ClassVar[type[BaseModel]] = TensorFlowOptions
+    #: `import tensorflow` loads the CUDA libraries but opens no device: a probe's worker does it ahead
+    preload_modules: ClassVar[tuple[str, ...]] = ("tensorflow",)
     #: replicas > 1: tf.distribute.MultiWorkerMirroredStrategy, one worker process per replica (TF_CONFIG)
     data_parallel: ClassVar[bool] = True
 
@@ -218,7 +218,7 @@ class TensorFlowBackend(Backend):
         if hit is None and os.environ.get("HARNESS_MEMORY_LIMIT_BYTES"):
             # under a host memory limit (--memory-limit), oneDNN reports a buffer it could not allocate
             # as a primitive it could not create (AbortedError ... MklNativeConv2DBackpropFilter)
-            hit = next((m for m in _ONEDNN_ALLOCATION if m.lower() in text), None)
+            hit = next((m for m in ONEDNN_ALLOCATION if m.lower() in text), None)
         if not hit:
             return None
         return f"{type(exc).__name__} naming {hit!r}: {line_naming(exc, [hit], case_sensitive=False)}"

@@ -6,13 +6,14 @@ Importing this package does not import torch: the framework is imported in `open
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from harness.backend import Backend
 from harness.workloads import technique_values
-from harness.errors import allocation_failure
+from harness.errors import ONEDNN_ALLOCATION, allocation_failure
 
 
 #: Messages of allocation failures that torch does not raise as OutOfMemoryError. cuDNN and cuBLAS
@@ -25,6 +26,8 @@ OOM_MESSAGES = (
     "CUDNN_STATUS_ALLOC_FAILED",
     "CUBLAS_STATUS_ALLOC_FAILED",
     "DefaultCPUAllocator: can't allocate memory",
+    "DefaultCPUAllocator: not enough memory",  # torch 2.0's wording
+    "Cannot allocate memory",  # ENOMEM, as the C library words it (a host allocation under --memory-limit)
 )
 
 
@@ -77,6 +80,8 @@ class TorchBackend(Backend):
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm", "resnet50_train": "backends.torch.resnet50_train"}
     options_model: ClassVar[type[BaseModel]] = TorchOptions
+    #: torch initializes CUDA lazily, at the first device call: a probe's worker imports these ahead
+    preload_modules: ClassVar[tuple[str, ...]] = ("torch", "torchvision")
     #: replicas > 1: DistributedDataParallel, one process per replica, launched through torchrun
     data_parallel: ClassVar[bool] = True
 
@@ -152,7 +157,12 @@ class TorchBackend(Backend):
         """Evidence that torch or the host ran out of memory (cuDNN/cuBLAS allocation failures too), or None."""
         from backends.torch.compat import out_of_memory_errors
 
-        return allocation_failure(exc, out_of_memory_errors(), OOM_MESSAGES)  # torch.compile wraps the original
+        hit = allocation_failure(exc, out_of_memory_errors(), OOM_MESSAGES)  # torch.compile wraps the original
+        if hit is None and os.environ.get("HARNESS_MEMORY_LIMIT_BYTES"):
+            # under a host memory limit (--memory-limit), oneDNN's backward reports a buffer it could not
+            # allocate as a primitive it could not create (seen at the edge of a capacity search on the CPU)
+            hit = allocation_failure(exc, (), ONEDNN_ALLOCATION)
+        return hit
 
 
 __all__ = ["TorchBackend"]

@@ -16,6 +16,25 @@ def command(store_path, sessions, output) -> None:
     from harness.report import write_report
 
     records = load_records(store_path, sessions)
-    written = write_report(records, output)
+    written = write_report(records, output, sessions=unfinished_sessions(store_path, records))
     plots = [p for k, p in written.items() if k not in ("html", "markdown")]
     click.echo(f"wrote {written['html']} and {written['markdown']} ({len(plots)} plot(s)) from {len(records)} result(s)")
+
+
+def unfinished_sessions(store_path, records) -> list[dict]:
+    """The sessions of these records that did not finish (interrupted, failed, abandoned, still running),
+    each with its planned runs and how many of them have no ok result (what `--resume` would run)."""
+    from harness.commands.run import remaining_runs
+    from harness.store import Store, default_store_path
+
+    out = []
+    with Store(str(store_path or default_store_path()), readonly=True) as store:
+        for session_id in dict.fromkeys(r.get("session_id") for r in records):
+            session = store.session(str(session_id)) if session_id else None
+            if session is None or session.get("state") == "finished":
+                continue
+            plan = session.get("plan") or []
+            left = sum(remaining_runs(plan, store.ok_results(session["session_id"])))
+            out.append({"session_id": session["session_id"], "state": session.get("state"),
+                        "planned": len(plan), "left": left})
+    return out
