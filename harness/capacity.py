@@ -313,11 +313,31 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                 warnings=sorted({w for p in probes for w in (p.get("warnings") or [])
                                  if w.startswith(("counted as", "timed out"))}),
             )
+            past = _past_int32(spec)
+            record["checks"]["batch_past_2_31_elements"] = past
+            if past and first_bad and first_bad >= past and record["checks"]["limited_by"] == "memory":
+                record["warnings"].append(
+                    f"the first batch that did not fit ({first_bad}) holds a tensor of more than 2**31 elements (from "
+                    f"{past} images up): a kernel's 32-bit indexing, not memory, may be what bounds this answer")
             if failing is not None and failing.get("status") == "failed" and "SIGKILL" in str(failing.get("error")):
                 record["warnings"].append("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")
         runner.store.add(record)
         outcome.records.append(record)
         runner.on_result(i, len(configs), record)
+
+
+def _past_int32(spec: RunSpec) -> int | None:
+    """The smallest batch whose largest tensor has more than 2**31 - 1 elements (None where not known)."""
+    from harness.workloads import WORKLOADS
+
+    workload = WORKLOADS.get(spec.workload)
+    if workload is None:
+        return None
+    try:
+        per_item = workload.largest_tensor_per_item(workload.validate({**spec.params, "batch_size": 1}))
+    except Exception:  # noqa: BLE001 - a note, never a reason to lose the record
+        return None
+    return (2**31 - 1) // per_item + 1 if per_item else None
 
 
 def _evidence(error) -> str | None:

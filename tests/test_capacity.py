@@ -223,6 +223,21 @@ def test_a_memory_bound_answer_says_so():
     assert capped["checks"]["limited_by"] == "limit" and capped["median"] == 1024
 
 
+def test_an_answer_whose_first_failure_passes_2_31_elements_says_memory_may_not_bind():
+    # TensorFlow on an H200: every batch past 2674 images (the stem's 64 x 112 x 112 activation past 2**31
+    # elements) failed in the first layer with ~48 GiB free, one of them as ResourceExhaustedError
+    def script(limit):
+        return lambda batch, timeout: ("ok", None) if batch <= limit else ("oom", "ResourceExhaustedError: OOM")
+
+    _, near = search(script(2680), start=256, limit=16384, resolution="1%")
+    assert near["checks"]["batch_past_2_31_elements"] == 2675  # 224 px: 2675 x 802,816 > 2**31 - 1
+    assert near["checks"]["limited_by"] == "memory"
+    assert any("more than 2**31 elements (from 2675 images up)" in w for w in near["warnings"])
+    _, far = search(script(1000), start=256, limit=16384, resolution="1%")
+    assert far["checks"]["batch_past_2_31_elements"] == 2675
+    assert not any("2**31" in w for w in far["warnings"])
+
+
 def test_a_probe_draws_few_images_and_repeats_them_in_the_run_s_shape():
     # a probe measures memory: its inputs need the run's shape and dtype, not thousands of fresh draws
     from harness.workloads.resnet50_train import PROBE_DISTINCT_IMAGES, ResNet50Params, synthetic_batch

@@ -75,6 +75,10 @@ class Workload:
     #: out of the run key at that value, and read as that value where a record lacks them, so a
     #: store's older records keep their keys and still match new ones.
     quiet_defaults: dict[str, Any] = field(default_factory=dict)
+    #: Elements of the step's largest single tensor per batch item, from the validated params (None: not
+    #: known). A capacity search notes the batch at which it passes 2**31, where kernels that index with
+    #: 32-bit integers fail whatever the memory (TensorFlow's BatchNorm on an H200).
+    largest_tensor_per_item: Callable[[Any], int | None] = lambda params: None
 
     def replicas(self, params) -> int:
         """How many data-parallel replicas these params ask for (1 for a workload without them)."""

@@ -142,4 +142,6 @@ RESNET50_TRAIN = Workload(
     plots=("throughput_vs_x", "memory_vs_x"),
     replicas_param="replicas",
     quiet_defaults={"replicas": 1},
+    # the stem's 64 x H/2 x W/2 activation (layer1's output, 256 x H/4 x W/4, is as large)
+    largest_tensor_per_item=lambda p: 64 * _conv_out(p.image_size, 7, 2, 3) ** 2,
 )
