@@ -46,14 +46,20 @@ EDGE_ERRORS = ("CUDNN_STATUS_INTERNAL_ERROR", "CUDNN_STATUS_NOT_SUPPORTED", "CUD
 SIZE_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered")
 
 
-def fits(record: dict, smaller_fit: bool = False) -> bool | None:
+#: How a worker dies when a library does not check an allocation that failed: under --memory-limit, after a
+#: smaller batch fit, these are counted as out of memory (torch 2.0.1 died by SIGSEGV so on the CPU).
+UNCHECKED_ALLOCATION_SIGNALS = ("SIGSEGV", "SIGABRT", "SIGBUS")
+
+
+def fits(record: dict, smaller_fit: bool = False, host_limit: bool = False) -> bool | None:
     """True if a probe trained, False if it ran out of memory, None if it failed otherwise.
 
     A worker killed by SIGKILL on the CPU is counted as out of memory: that is what the OS
     out-of-memory killer sends. After a smaller batch fit, a cuDNN/cuBLAS internal or
     not-supported error is too (EDGE_ERRORS), and a kernel that fails with an illegal address at a size
-    (SIZE_ERRORS), which is no memory failure and is said to be none (`limited_by: kernel`). A probe
-    that timed out twice counts as not fitting.
+    (SIZE_ERRORS), which is no memory failure and is said to be none (`limited_by: kernel`); under a host
+    memory limit (`host_limit`: --memory-limit), so is a worker killed by SIGSEGV, SIGABRT or SIGBUS before
+    its result. A probe that timed out twice counts as not fitting.
     Each such call is noted in the probe record's warnings.
     """
     status = record.get("status")
@@ -64,6 +70,13 @@ def fits(record: dict, smaller_fit: bool = False) -> bool | None:
     error = str(record.get("error"))
     if status == "failed" and "SIGKILL" in error:
         return False
+    if status == "failed" and smaller_fit and host_limit and "before writing a result" in error:
+        hit = next((f"signal {sig}" for sig in UNCHECKED_ALLOCATION_SIGNALS if f"signal {sig}" in error), None)
+        if hit:
+            record.setdefault("warnings", []).append(
+                f"counted as out of memory: the worker was killed by {hit} under --memory-limit after a smaller batch "
+                "fit (a library that does not check an allocation that failed)")
+            return False
     if status == "failed" and smaller_fit:
         hit = next((e for e in EDGE_ERRORS if e in error), None)
         if hit:
@@ -248,7 +261,7 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                     retry["warnings"] = [*(retry.get("warnings") or []), (
                         f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]
                 record = retry
-            outcome_n = fits(record, smaller_fit=bool(fitted))
+            outcome_n = fits(record, smaller_fit=bool(fitted), host_limit=bool(getattr(runner, "memory_limit_bytes", None)))
             runner.on_progress(base.with_params(batch_size=n), {
                 "phase": "probe_done", "fits": outcome_n, "status": record.get("status"),
                 "seconds": record.get("duration_s"), "phases_s": record.get("phases_s") or {},

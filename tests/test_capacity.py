@@ -67,6 +67,18 @@ def test_memory_edge_errors_count_as_out_of_memory_only_after_a_smaller_batch_fi
     assert fits({"status": "failed", "error": "ValueError: shapes"}, smaller_fit=True) is None
 
 
+def test_a_worker_that_segfaults_under_a_host_memory_limit_counts_as_out_of_memory_after_a_fit():
+    # torch 2.0.1 under --memory-limit 1.5GiB: the probe at 512 died by SIGSEGV after 256 fit (CI, 2026-11-30)
+    died = {"status": "failed", "error": "worker killed by signal SIGSEGV before writing a result"}
+    record = dict(died)
+    assert fits(record, smaller_fit=True, host_limit=True) is False
+    assert "killed by signal SIGSEGV under --memory-limit" in record["warnings"][0]
+    assert fits(dict(died), smaller_fit=True, host_limit=False) is None  # on a GPU a crash is a crash
+    assert fits(dict(died), smaller_fit=False, host_limit=True) is None  # nothing fit yet: not an edge
+    exited = {"status": "failed", "error": "worker exited with code 3 before writing a result"}
+    assert fits(exited, smaller_fit=True, host_limit=True) is None
+
+
 def test_the_search_finds_the_limit_and_records_its_time_peak_and_evidence():
     def script(batch, timeout):
         return ("ok", None) if batch <= 1000 else ("oom", "OutOfMemoryError: CUDA out of memory")
