@@ -17,7 +17,6 @@ counts as out of memory, with the error's first line kept as the evidence.
 from __future__ import annotations
 
 import contextlib
-
 import signal
 import time
 from dataclasses import replace

@@ -114,3 +114,15 @@ def utc_now() -> str:
 def blank_record(spec) -> dict:
     """A record for a RunSpec with every field present and nothing measured."""
     return Result.planned(spec).to_dict()
+
+
+def write_json_atomic(path, data: dict) -> None:
+    """Write JSON to path via a temporary file and rename, so readers never see half a file (a worker's
+    result, read by the runner; a run's spec, polled for by a worker started ahead)."""
+    import json
+    import os
+
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, default=str, allow_nan=True)
+    os.replace(tmp, path)

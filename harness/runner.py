@@ -24,7 +24,7 @@ from harness import distributed as dp
 from harness.backend import available_backends
 from harness.errors import StoreWriteError, Unsupported
 from harness.plan import RunSpec
-from harness.record import FAILING_STATUSES, blank_record, utc_now
+from harness.record import FAILING_STATUSES, blank_record, utc_now, write_json_atomic
 from harness.store import Store
 
 #: Seconds a worker gets to exit after SIGTERM before SIGKILL.
@@ -90,13 +90,6 @@ def worker_env(memory_limit_bytes: int | None = None, framework_env: dict[str, s
     return env
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write a file whole or not at all (a worker started ahead polls for it)."""
-    part = path.with_name(path.name + ".part")
-    part.write_text(text, encoding="utf-8")
-    os.replace(part, path)
-
-
 @dataclass
 class _Ahead:
     """A worker started before its run (`python -m harness.worker --ahead`), importing its framework."""
@@ -104,6 +97,12 @@ class _Ahead:
     key: tuple
     proc: subprocess.Popen
     tmpdir: tempfile.TemporaryDirectory
+
+
+def _stop_ahead(ahead: _Ahead) -> None:
+    """Stop a worker started ahead and remove its folder."""
+    _kill_group(ahead.proc)
+    ahead.tmpdir.cleanup()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -207,8 +206,7 @@ class Runner:
         """Stop the worker started ahead, if any, and remove its folder."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            _kill_group(ahead.proc)
-            ahead.tmpdir.cleanup()
+            _stop_ahead(ahead)
 
     def _ahead_harmless(self, spec: RunSpec) -> bool:
         """Whether a worker importing beside a probe leaves the probe's answer alone: it takes host memory (about
@@ -238,8 +236,7 @@ class Runner:
         if ahead is None:
             return None
         if ahead.key != self._ahead_key(spec, env) or ahead.proc.poll() is not None:
-            self._ahead = ahead
-            self.drop_ahead()
+            _stop_ahead(ahead)
             return None
         return ahead
 
@@ -295,6 +292,7 @@ class Runner:
             result_path = Path(tmp, "result.json")
             log_path = Path(tmp, "worker.log")
             progress = ProgressReader(Path(tmp, "progress.jsonl"))
+            write_json_atomic(spec_path, spec.to_dict())  # whole: a worker started ahead polls for it
             env = {**base_env, "HARNESS_PROGRESS_FILE": str(progress.path)}
             worker = [sys.executable, "-m", "harness.worker", str(spec_path), str(result_path)]
             launch = None
@@ -315,12 +313,9 @@ class Runner:
             procs: list[subprocess.Popen] = []
             with open(log_path, "ab") as log:
                 try:
-                    if ahead is not None:  # its framework already imported: hand it the run
+                    if ahead is not None:  # its framework already imported: the spec handed it the run
                         procs.append(ahead.proc)
-                        write_text_atomic(spec_path, json.dumps(spec.to_dict()))
                         commands = []
-                    else:
-                        spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
                     for argv, proc_env in commands:
                         procs.append(subprocess.Popen(
                             argv,

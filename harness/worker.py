@@ -11,14 +11,9 @@ import os
 import sys
 
 from harness.execute import execute
+from harness.record import write_json_atomic
 
 
-def write_json_atomic(path: str, data: dict) -> None:
-    """Write JSON to path via a temporary file and rename, so readers never see half a file."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, default=str, allow_nan=True)
-    os.replace(tmp, path)
 
 
 def apply_memory_limit() -> None:
