@@ -14,6 +14,8 @@
 #   after the fourth session of 2026-11-30, left: gpu-comparison-torch and gpu-comparison-tf (the file changed:
 #     TensorFlow trains through tf.function there, not eager), capacity-tf (TF fp32 and amp_bf16 without recompute
 #     again, for a whole table from one session), capacity-tf-nogrowth (~11 min: one search per GPU, or two calls)
+#   the fifth session of 2026-11-30 (issue 11's whole table from one session; TF probes keep cuDNN autotuning):
+#     cap-BACKEND-PRECISION-RECOMPUTE, one search each (cap-torch-fp32-none ... cap-tf-amp_bf16-blocks)
 #   phases of the second session: capacity-tf-rest (~8 min), compile-ro (~2 min),
 #     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
 #     the same split to fit calls: capacity-tf-fp32 (two searches), capacity-tf-bf16-blocks, dp-torch-compiled
@@ -106,6 +108,11 @@ for phase in $PHASES; do
     capacity-tf-fp32-blocks)  # issue 11: TF fp32 with recompute (the half of capacity-tf-fp32 still unmeasured)
       $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=fp32 --set recompute=blocks --set execution=graph \
         --set tensorflow.keras=keras3 --store "$STORE" ;;
+    cap-torch-*|cap-tf-*)  # issue 11, one search a phase, e.g. cap-tf-fp32-none, cap-torch-amp_bf16-blocks
+      rest=${phase#cap-}; backend=${rest%%-*}; rest=${rest#*-}; precision=${rest%-*}; recompute=${rest##*-}
+      if [ "$backend" = tf ]; then extra=(--set execution=graph --set tensorflow.keras=keras3); else extra=(); fi
+      $H run benchmarks/h200/issue5_capacity.yaml --backend "$backend" --set precision="$precision" --set recompute="$recompute" \
+        "${extra[@]}" --store "$STORE" ;;
     capacity-tf-nogrowth)  # issue 11: TF fp32 with TensorFlow's default allocator (growth off), against the growth-on answers
       for r in none blocks; do
         $H run benchmarks/h200/issue5_capacity.yaml --backend tf --set precision=fp32 --set recompute=$r --set execution=graph \
@@ -132,11 +139,11 @@ for phase in $PHASES; do
     gpu-comparison)  # issue 17 (two GPUs): the two-GPU comparison file, both frameworks on cuda:0 and cuda:1 (~20 min: two calls)
       $H run scenarios/gpu_comparison.yaml --set measure.processes=4 --store "$STORE"
       $H compare --by device --store "$STORE" ;;
-    gpu-comparison-torch)  # the same, torch's half (~5 min); 4 processes a side, the fewest that can reach p < 0.05
-      $H run scenarios/gpu_comparison.yaml --backend torch --set measure.processes=4 --store "$STORE"
+    gpu-comparison-torch)  # the same, torch's half (~5 min); the file asks 4 processes a side, the fewest that can reach p < 0.05
+      $H run scenarios/gpu_comparison.yaml --backend torch --store "$STORE"
       $H compare --by device --store "$STORE" ;;
     gpu-comparison-tf)  # TensorFlow's half (~9 min; finish with harness run --resume SESSION if a call's time runs out)
-      $H run scenarios/gpu_comparison.yaml --backend tf --set measure.processes=4 --store "$STORE"
+      $H run scenarios/gpu_comparison.yaml --backend tf --store "$STORE"
       $H compare --by device --store "$STORE" ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;
   esac

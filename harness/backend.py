@@ -80,6 +80,9 @@ class Backend:
     #: Whether it trains data-parallel (a workload's `replicas` > 1): it implements `launch` and
     #: `open_replica` (docs/distributed.md). A backend that does not gets `unsupported` for replicas > 1.
     data_parallel: ClassVar[bool] = False
+    #: The most elements one tensor may hold in its GPU kernels, where that is less than the memory allows
+    #: (None: no such bound known). A capacity search aims its memory model's guess no further (harness.capacity).
+    gpu_max_tensor_elements: ClassVar[int | None] = None
 
     # --- declarations, answered without importing the framework ----------------------------------
 

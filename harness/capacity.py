@@ -6,7 +6,9 @@ so an out-of-memory never leaks into the next probe. One result record per confi
 metric `max_batch_size`; every probe is stored too (marked `probe_of`), so nothing measured is lost.
 
 A probe is cheap: the first step and one more, no warm-up, no telemetry, no launch probe, and no
-autotuning sweep (measure.probe tells the backend: cuDNN benchmark mode off, TF/XLA autotuning off).
+autotuning sweep (measure.probe tells the backend: cuDNN benchmark mode off, XLA autotuning off; TensorFlow
+keeps its cuDNN autotuning, without which it cannot fall back from an algorithm whose scratch does not fit).
+A backend whose GPU kernels fail past a tensor size (`gpu_max_tensor_elements`) bounds the memory model's guess.
 Its timeout follows the batch: the last fitting probe's time, scaled by the batch ratio, with room.
 A probe that times out is tried once more with twice the time; a second timeout counts as "does not
 fit" and the record says so. Near the memory limit cuDNN and cuBLAS may report an allocation they
@@ -152,7 +154,7 @@ def memory_model(fitted: list[tuple[int, int]], device_bytes: int | None, reserv
 
 
 def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
-           predict=None) -> tuple[int, int | None, list, str | None]:
+           predict=None, bound: int | None = None) -> tuple[int, int | None, list, str | None]:
     """Largest n in [start, limit] with probe(n) True, assuming monotonicity.
 
     Returns (largest fitting, smallest failing or None, [(n, outcome)], error). `probe` returns
@@ -161,6 +163,8 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
     above the last fit, the search jumps to just under it and then just over it, so that a
     bracket a few percent wide comes from about four probes instead of a doubling ladder.
     Bisection stops when the bracket is at most `resolution` wide (see `tolerance`).
+    `bound`: the first batch known to fail for a reason other than memory (a kernel's tensor-size limit); a
+    guess past it goes to the batch just under it and then to it, which settles the answer in two probes.
     """
     history = []
 
@@ -196,6 +200,9 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
         estimate = None if predicted or predict is None else predict()
         if estimate is not None:  # asked after each fit until the model has what it needs, then once
             predicted = True
+            if bound is not None and n < bound - 1 <= int(estimate * GUESS_UNDER) and bound <= limit:
+                n, over, descending = bound - 1, bound, True
+                continue
             if int(estimate * GUESS_UNDER) > n:
                 n, over, descending = min(limit, int(estimate * GUESS_UNDER)), int(estimate * GUESS_OVER) + 1, True
                 continue
@@ -288,7 +295,8 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                     estimates.append(estimate)
                 return estimate
 
-            best, first_bad, history, error = search(probe, start, limit, resolution, predict)
+            bound = _kernel_bound(spec)
+            best, first_bad, history, error = search(probe, start, limit, resolution, predict, bound)
             search_s = time.perf_counter() - clock
             last = next((p for p in reversed(probes) if p.get("status") == "ok"), None)
             failing = next((p for p in reversed(probes) if p["params"].get("batch_size") == first_bad), None)
@@ -313,8 +321,11 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                     "failure": (failing or {}).get("error"),
                     "failure_evidence": (failing or {}).get("oom_evidence") or _evidence((failing or {}).get("error")),
                     "limited_by": _limited_by(failing, first_bad, best, limit),
-                    "search": (f"doubling from {start} (jumping to the memory model's limit once two probes fit), "
-                               f"then bisection to within {resolution}; limit {limit}"),
+                    "search": (f"doubling from {start} (jumping to the memory model's limit once two probes fit"
+                               + (f", at most to {bound - 1}, the largest batch within the backend's tensor-size bound"
+                                  if bound else "")
+                               + f"), then bisection to within {resolution}; limit {limit}"),
+                    "kernel_bound_batch": bound,
                     "within_pct": (100.0 * (first_bad - 1 - best) / best) if best and first_bad else None,
                     "predicted_limit": estimates[0] if estimates else None,
                     "reached_limit": first_bad is None and best >= limit,
@@ -338,8 +349,25 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
         runner.on_result(i, len(configs), record)
 
 
+def _kernel_bound(spec: RunSpec) -> int | None:
+    """The first batch whose largest tensor passes the backend's GPU kernels' element bound (None: no bound
+    declared, the CPU, or a workload that does not say its tensor sizes)."""
+    from harness.backend import available_backends
+
+    backend = available_backends().get(spec.backend)
+    elements = getattr(backend, "gpu_max_tensor_elements", None)
+    if not elements or str(spec.device).startswith("cpu"):
+        return None
+    return _past_elements(spec, elements)
+
+
 def _past_int32(spec: RunSpec) -> int | None:
     """The smallest batch whose largest tensor has more than 2**31 - 1 elements (None where not known)."""
+    return _past_elements(spec, 2**31 - 1)
+
+
+def _past_elements(spec: RunSpec, elements: int) -> int | None:
+    """The smallest batch whose largest tensor has more than `elements` elements (None where not known)."""
     from harness.workloads import WORKLOADS
 
     workload = WORKLOADS.get(spec.workload)
@@ -349,7 +377,7 @@ def _past_int32(spec: RunSpec) -> int | None:
         per_item = workload.largest_tensor_per_item(workload.validate({**spec.params, "batch_size": 1}))
     except Exception:  # noqa: BLE001 - a note, never a reason to lose the record
         return None
-    return (2**31 - 1) // per_item + 1 if per_item else None
+    return elements // per_item + 1 if per_item else None
 
 
 def _evidence(error) -> str | None:

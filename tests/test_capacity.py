@@ -3,6 +3,8 @@ memory-edge errors, and what the capacity record says. Real workers are in test_
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from harness import capacity
@@ -265,3 +267,24 @@ def test_a_probe_draws_few_images_and_repeats_them_in_the_run_s_shape():
     assert nhwc.shape == (p.batch_size, 32, 32, 3) and (nhwc == images.transpose(0, 2, 3, 1)).all()
     run_nhwc, _ = synthetic_batch(p, 0, channels_last=True)
     assert (run_nhwc == run_images.transpose(0, 2, 3, 1)).all() and run_nhwc.flags.c_contiguous
+
+
+def test_a_backend_s_tensor_size_bound_caps_the_memory_model_s_guess():
+    # TensorFlow on the H200: the memory model said 4121 images for amp_bf16 + blocks, and the probes at 3997,
+    # 3597, 3237 and 2913 all failed past 2**31 elements in the stem before the search came down (2026-11-30)
+    def runner_for(backend):
+        runner = MemoryRunner(per_image=34 << 20, fixed=600 << 20, device=141 * GIB, usable=138 * GIB)
+        base = runner.script
+        runner.script = lambda batch, timeout: (
+            ("failed", "InternalError: ... 'CUDA_ERROR_ILLEGAL_ADDRESS'") if batch >= 2675 else base(batch, timeout))
+        (record,) = find_max_batch(runner, [replace(spec(), backend=backend)], start=256, limit=16384, resolution="2%").records
+        return runner, record
+
+    runner, record = runner_for("tensorflow")
+    assert [b for b, _ in runner.asked] == [256, 512, 2674, 2675]  # the guess stops at the bound, then one past
+    assert record["median"] == 2674 and record["checks"]["first_failing_batch_size"] == 2675
+    assert record["checks"]["kernel_bound_batch"] == 2675 and record["checks"]["limited_by"] == "kernel"
+    assert "at most to 2674" in record["checks"]["search"]
+    runner, record = runner_for("torch")  # torch declares no bound: the model's guess as before
+    assert runner.asked[2][0] > 2675 and record["checks"]["kernel_bound_batch"] is None
+    assert 2648 <= record["median"] <= 2674

@@ -511,3 +511,15 @@ def test_grad_accum_under_xla_rotates_each_micro_batch_and_trains_alike():
             assert "rotated by i (tf.roll)" in result["api"]["grad_accum"]
     # the first step's loss is computed before any update: the same images give the same loss
     assert losses[2] == pytest.approx(losses[1], rel=1e-4)
+
+
+def test_a_capacity_probe_keeps_cudnn_autotuning_and_turns_xla_s_off(monkeypatch):
+    # without cuDNN autotuning TensorFlow has only the heuristic's algorithm and a no-scratch fallback: fp32
+    # Conv2DBackpropFilter on the H200 failed for its scratch with ~35 GiB free, bounding probes, not training
+    monkeypatch.delenv("TF_CUDNN_USE_AUTOTUNE", raising=False)
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    env = TensorFlowBackend().worker_env({"keras": "auto"}, probe=True)
+    assert "TF_CUDNN_USE_AUTOTUNE" not in env
+    assert env["XLA_FLAGS"] == "--xla_gpu_autotune_level=0"
+    assert "XLA_FLAGS" not in TensorFlowBackend().worker_env({"keras": "auto"})
+    assert TensorFlowBackend.gpu_max_tensor_elements == 2**31 - 1

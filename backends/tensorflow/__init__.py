@@ -98,6 +98,10 @@ class TensorFlowBackend(Backend):
     preload_modules: ClassVar[tuple[str, ...]] = ("tensorflow",)
     #: replicas > 1: tf.distribute.MultiWorkerMirroredStrategy, one worker process per replica (TF_CONFIG)
     data_parallel: ClassVar[bool] = True
+    #: On the H200 (TF 2.21) every ResNet-50 batch whose stem activation passed 2**31 elements failed in the
+    #: stem's BatchNorm (an illegal address, or ResourceExhaustedError with ~48 GiB free), in fp32 and amp_bf16:
+    #: TensorFlow's GPU kernels index with 32-bit integers. docs/benchmarks.md, fourth session of 2026-11-30.
+    gpu_max_tensor_elements: ClassVar[int | None] = 2**31 - 1
 
     def validate_options(self, options: dict) -> dict:
         """The options with defaults filled, `memory_growth` only where it is off (harness's default is on)."""
@@ -145,12 +149,16 @@ class TensorFlowBackend(Backend):
         """Memory growth unless `memory_growth: false` (else TF takes nearly all device memory and NVML's figure
         means nothing), quiet logs,
         and the Keras choice, which TensorFlow reads once, at import (TF_USE_LEGACY_KERAS). A capacity probe
-        turns cuDNN and XLA autotuning off (TF_CUDNN_USE_AUTOTUNE=0, --xla_gpu_autotune_level=0)."""
+        turns XLA's autotuning off (--xla_gpu_autotune_level=0) but keeps cuDNN's: without it TensorFlow runs
+        each convolution with the heuristic's first algorithm, and when that algorithm's scratch space cannot be
+        allocated it fails unless a no-scratch algorithm exists (fp32 Conv2DBackpropFilter on the H200 has none:
+        "CUDNN failed to allocate the scratch space for the runner or to find a working no-scratch runner" with
+        ~35 GiB free), which bounds a batch no user's autotuned training is bound by. torch falls back to the
+        next algorithm by itself (its probes keep cudnn.benchmark off)."""
         growth = "false" if (options or {}).get("memory_growth") is False else os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "true")
         env = {"TF_FORCE_GPU_ALLOW_GROWTH": growth,
                "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
         if probe:
-            env["TF_CUDNN_USE_AUTOTUNE"] = "0"
             env["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_autotune_level=0"]))
         if _version_tuple(self.framework_version()) >= (2, 16):
             env["TF_USE_LEGACY_KERAS"] = "1" if self.keras_choice(options) == "tf_keras" else "0"
