@@ -209,7 +209,13 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
         if over is not None and over > n:
             n, over = min(limit, over), None
             continue
-        n = min(n * 2, limit)
+        # past the model's guesses (it was pessimistic): climb in steps of 10%, not doubling, which
+        # overshoots by up to 2x and costs probes as large as the GPU allows; before the model: double
+        n = min(int(n / GUESS_STEP) + 1 if predicted else n * 2, limit)
+        if bound is not None and lo < bound - 1 < n:  # up to the batch just under the tensor-size bound
+            n = bound - 1
+        elif bound is not None and lo == bound - 1:  # then once past it
+            n = min(bound, limit)
     while hi - lo > tolerance(lo, resolution):
         mid = (lo + hi) // 2
         ok = check(mid)

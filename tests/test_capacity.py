@@ -288,3 +288,26 @@ def test_a_backend_s_tensor_size_bound_caps_the_memory_model_s_guess():
     runner, record = runner_for("torch")  # torch declares no bound: the model's guess as before
     assert runner.asked[2][0] > 2675 and record["checks"]["kernel_bound_batch"] is None
     assert 2648 <= record["median"] <= 2674
+
+
+def test_past_a_pessimistic_model_s_guesses_the_search_climbs_in_tens_of_percent_not_doublings():
+    # TensorFlow amp_bf16 on the H200 (2026-11-30, fifth session): the model's guesses 1962 and 2084 both fit
+    # and the search doubled to 4168, then probed 3126 and 2605 (each tens of seconds) before its call ended
+    runner = MemoryRunner(per_image=68 << 20, fixed=600 << 20, device=141 * GIB, usable=138 * GIB)
+    base_execute = runner.execute
+
+    def execute(spec):  # the peak the model sees grows faster than the footprint: it predicts too little
+        record = base_execute(spec)
+        if record["peak_allocated_bytes"]:
+            record["peak_allocated_bytes"] = int(record["peak_allocated_bytes"] * 1.06)
+        return record
+
+    runner.execute = execute
+    (record,) = find_max_batch(runner, [replace(spec(), backend="tensorflow")], start=256, limit=16384,
+                               resolution="2%").records
+    true_limit = (runner.usable - runner.fixed) // runner.per_image
+    asked = [b for b, _ in runner.asked]
+    assert true_limit * 0.98 <= record["median"] <= true_limit
+    assert max(asked) <= 1.1 * true_limit + 1, asked  # never a doubling past the limit
+    assert max(asked) < 2675  # nor past TensorFlow's tensor-size bound
+    assert len(asked) <= 8, asked
