@@ -326,7 +326,7 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                     "first_failing_batch_size": first_bad,
                     "failure": (failing or {}).get("error"),
                     "failure_evidence": (failing or {}).get("oom_evidence") or _evidence((failing or {}).get("error")),
-                    "limited_by": _limited_by(failing, first_bad, best, limit),
+                    "limited_by": _limited_by(failing, first_bad, best, limit, bound),
                     "search": (f"doubling from {start} (jumping to the memory model's limit once two probes fit"
                                + (f", at most to {bound - 1}, the largest batch within the backend's tensor-size bound"
                                   if bound else "")
@@ -344,7 +344,7 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
             )
             past = _past_int32(spec)
             record["checks"]["batch_past_2_31_elements"] = past
-            if past and first_bad and first_bad >= past and record["checks"]["limited_by"] == "memory":
+            if past and first_bad and best < past <= first_bad and record["checks"]["limited_by"] == "memory":
                 record["warnings"].append(
                     f"the first batch that did not fit ({first_bad}) holds a tensor of more than 2**31 elements (from "
                     f"{past} images up): a kernel's 32-bit indexing, not memory, may be what bounds this answer")
@@ -393,12 +393,16 @@ def _evidence(error) -> str | None:
     return line_naming(error, EDGE_ERRORS + SIZE_ERRORS + ("failed to allocate", "out of memory", "OOM when allocating"))
 
 
-def _limited_by(failing: dict | None, first_bad: int | None, best: int, limit: int) -> str | None:
-    """What bounded the answer: memory, a kernel's size limit, a probe's time, the search's limit."""
+def _limited_by(failing: dict | None, first_bad: int | None, best: int, limit: int, bound: int | None = None) -> str | None:
+    """What bounded the answer: memory, a kernel's size limit, a probe's time, the search's limit. A batch
+    that fails one image past the backend's tensor-size bound, the batch under it having fit, is the kernel's
+    bound whatever its error says (TensorFlow says ResourceExhaustedError there with tens of GiB free)."""
     if failing is None:
         return "limit" if first_bad is None and best >= limit else None
     if failing.get("limited_by"):
         return failing["limited_by"]
+    if bound is not None and first_bad == bound and best == bound - 1:
+        return "kernel"
     return "time" if failing.get("timed_out_twice") else "memory"
 
 

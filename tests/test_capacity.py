@@ -247,6 +247,8 @@ def test_an_answer_whose_first_failure_passes_2_31_elements_says_memory_may_not_
     assert near["checks"]["batch_past_2_31_elements"] == 2675  # 224 px: 2675 x 802,816 > 2**31 - 1
     assert near["checks"]["limited_by"] == "memory"
     assert any("more than 2**31 elements (from 2675 images up)" in w for w in near["warnings"])
+    _, past = search(script(3300), start=256, limit=16384, resolution="1%")  # torch fit past it: no such doubt
+    assert past["median"] >= 2675 and not any("2**31" in w for w in past["warnings"])
     _, far = search(script(1000), start=256, limit=16384, resolution="1%")
     assert far["checks"]["batch_past_2_31_elements"] == 2675
     assert not any("2**31" in w for w in far["warnings"])
@@ -272,11 +274,10 @@ def test_a_probe_draws_few_images_and_repeats_them_in_the_run_s_shape():
 def test_a_backend_s_tensor_size_bound_caps_the_memory_model_s_guess():
     # TensorFlow on the H200: the memory model said 4121 images for amp_bf16 + blocks, and the probes at 3997,
     # 3597, 3237 and 2913 all failed past 2**31 elements in the stem before the search came down (2026-11-30)
-    def runner_for(backend):
+    def runner_for(backend, past=("failed", "InternalError: ... 'CUDA_ERROR_ILLEGAL_ADDRESS'")):
         runner = MemoryRunner(per_image=34 << 20, fixed=600 << 20, device=141 * GIB, usable=138 * GIB)
         base = runner.script
-        runner.script = lambda batch, timeout: (
-            ("failed", "InternalError: ... 'CUDA_ERROR_ILLEGAL_ADDRESS'") if batch >= 2675 else base(batch, timeout))
+        runner.script = lambda batch, timeout: past if batch >= 2675 else base(batch, timeout)
         (record,) = find_max_batch(runner, [replace(spec(), backend=backend)], start=256, limit=16384, resolution="2%").records
         return runner, record
 
@@ -285,6 +286,9 @@ def test_a_backend_s_tensor_size_bound_caps_the_memory_model_s_guess():
     assert record["median"] == 2674 and record["checks"]["first_failing_batch_size"] == 2675
     assert record["checks"]["kernel_bound_batch"] == 2675 and record["checks"]["limited_by"] == "kernel"
     assert "at most to 2674" in record["checks"]["search"]
+    # TF on the H200 said ResourceExhaustedError at 2675 with 25 GiB unused at 2674: still the kernel's bound
+    _, record = runner_for("tensorflow", past=("oom", "ResourceExhaustedError: OOM when allocating tensor"))
+    assert record["median"] == 2674 and record["checks"]["limited_by"] == "kernel"
     runner, record = runner_for("torch")  # torch declares no bound: the model's guess as before
     assert runner.asked[2][0] > 2675 and record["checks"]["kernel_bound_batch"] is None
     assert 2648 <= record["median"] <= 2674

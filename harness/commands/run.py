@@ -288,6 +288,19 @@ def _load_filtered(path, overrides: list[str], limit: int, backends: list[str] |
         raise
 
 
+def _written_for(scenarios: list, chosen: list[str] | None) -> tuple[list, list]:
+    """(documents to run, documents skipped) under --backend: where some documents of the file name a chosen
+    backend, those run and the others, written for other backends, are skipped (a file whose ResNet document
+    trains torch eagerly and another trains TensorFlow through tf.function must not, under --backend tf, train
+    TensorFlow eagerly); where none does (a file written for one framework), every document runs on the chosen."""
+    if not chosen:
+        return scenarios, []
+    written = [s for s in scenarios if set(s.backends) & set(chosen)]
+    if not written:
+        return scenarios, []
+    return written, [s for s in scenarios if s not in written]
+
+
 def _chosen(backends, devices) -> str:
     parts = ([f"--backend {' '.join(backends)}"] if backends else []) + ([f"--device {' '.join(devices)}"] if devices else [])
     return " and ".join(parts) or "the file"
@@ -687,6 +700,10 @@ def _command(scenario_file, backends, devices, overrides, store_path, timeout, m
         chosen_devices = list(dict.fromkeys(normalize_device(d) for d in devices)) or None
         limit = max_runs or DEFAULT_MAX_RUNS
         scenarios = _load_filtered(path, list(overrides), limit, chosen, chosen_devices)
+        scenarios, skipped = _written_for(scenarios, chosen)
+        if skipped:
+            click.echo(f"--backend {' '.join(chosen)}: runs the documents of {path} written for it; skipped "
+                       + "; ".join(f"{s.name} (written for {', '.join(s.backends)})" for s in skipped), err=True)
         session_id = new_id()
         plans = [(s, build_plan(s, session_id, backends=chosen, devices=chosen_devices, timeout_s=timeout)) for s in scenarios]
         plan = [spec for _, specs in plans for spec in specs]
