@@ -142,7 +142,7 @@ for phase in $PHASES; do
     gpu-comparison-torch)  # the same, torch's half (~5 min); the file asks 4 processes a side, the fewest that can reach p < 0.05
       $H run scenarios/gpu_comparison.yaml --backend torch --store "$STORE"
       $H compare --by device --store "$STORE" ;;
-    gpu-comparison-tf)  # TensorFlow's half (~9 min; finish with harness run --resume SESSION if a call's time runs out)
+    gpu-comparison-tf)  # TensorFlow's half (~6 min; finish with harness run --resume SESSION if a call's time runs out)
       $H run scenarios/gpu_comparison.yaml --backend tf --store "$STORE"
       $H compare --by device --store "$STORE" ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;

@@ -196,6 +196,8 @@ def test_the_two_gpu_comparison_trains_each_framework_the_way_its_users_do():
     assert training == {("torch", "eager"), ("tensorflow", "graph")}
     assert {s.device for s in runs} == {"cuda:0", "cuda:1"}
     assert {s.backend for s in runs if s.workload == "gemm"} == {"torch", "tensorflow"}
-    # 4 processes per GPU for speed, the fewest whose rank test can reach p < 0.05; one for memory
-    processes = {(s.scenario, s.measure.get("processes")) for s in runs}
-    assert all(n == (1 if "memory" in name else 4) for name, n in processes), processes
+    # 4 processes per GPU, the fewest whose rank test can reach p < 0.05: memory is compared from the training
+    # records' peaks (--metric peak_allocated_bytes), not from a one-process document of its own
+    assert {s.measure.get("processes") for s in runs} == {4}
+    assert {s.scenario for s in runs} == {"gpu-comparison-gemm", "gpu-comparison-resnet50-torch",
+                                          "gpu-comparison-resnet50-tensorflow"}
