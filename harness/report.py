@@ -552,9 +552,9 @@ def unfinished_section(records: list[dict], sessions: list[dict] | None = None) 
     for s in sessions or []:
         if s.get("left"):
             section.parts.append(("text", (
-                f"Session {s['session_id']} ended {s.get('state')}: {s['left']} of its {s['planned']} planned run(s) "
-                f"have no ok result (a run stopped part-way leaves no record). `harness run --resume "
-                f"{s['session_id']}` runs them.")))
+                f"Session {s['session_id']} ended {s.get('state')}: {s['left']} of its {s['planned']} planned "
+                f"{s.get('what', 'run(s)')} have no ok result (a run stopped part-way leaves no record). "
+                f"`harness run --resume {s['session_id']}` runs them.")))
     if rows:
         section.parts.append(("text", f"{len(rows)} configuration(s) with runs that ended other than ok "
                                       "(unsupported: the backend cannot run it, and says why; failed, timeout, "

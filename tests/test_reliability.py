@@ -223,6 +223,12 @@ def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finishe
         first = [r for r in store.records() if r["metric"] == "max_batch_size"]
         session = store.sessions()[0]["session_id"]
     assert [r["median"] for r in first] == [37.0]  # one search finished (the plan's order is shuffled)
+    # the report counts searches, as --resume does, not the probes that happen to share a planned run's key
+    report = subprocess.run([sys.executable, "-m", "harness", "report", "--store", str(db), "-o", str(tmp_path / "rep")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert (f"Session {session} ended interrupted: 2 of its 3 planned capacity search(es) have no ok result"
+            in (tmp_path / "rep" / "report.md").read_text(encoding="utf-8"))
 
     done = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", session, "--store", str(db)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -23,8 +23,9 @@ def command(store_path, sessions, output) -> None:
 
 def unfinished_sessions(store_path, records) -> list[dict]:
     """The sessions of these records that did not finish (interrupted, failed, abandoned, still running),
-    each with its planned runs and how many of them have no ok result (what `--resume` would run)."""
-    from harness.commands.run import remaining_runs
+    each with its planned runs (capacity searches, for a capacity session) and how many of them have no ok
+    result (what `--resume` would run)."""
+    from harness.commands.run import work_left
     from harness.store import Store, default_store_path
 
     out = []
@@ -34,7 +35,7 @@ def unfinished_sessions(store_path, records) -> list[dict]:
             if session is None or session.get("state") == "finished":
                 continue
             plan = session.get("plan") or []
-            left = sum(remaining_runs(plan, store.ok_results(session["session_id"])))
+            left, planned, what = work_left(plan, store.ok_results(session["session_id"]))
             out.append({"session_id": session["session_id"], "state": session.get("state"),
-                        "planned": len(plan), "left": left})
+                        "planned": planned, "left": left, "what": what})
     return out

@@ -238,6 +238,29 @@ def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> lis
     return [not d for d in done]
 
 
+def capacity_searches_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[list[dict], int]:
+    """A capacity session's plan entries still to search (one per configuration with no ok capacity record:
+    its probes are redone) and how many searches it planned."""
+    from harness.capacity import capacity_key
+    from harness.plan import RunSpec
+
+    left, seen = [], {key for key, _ in ok}
+    for entry in entries:
+        key = capacity_key(RunSpec.from_dict(entry))
+        if key not in seen:
+            seen.add(key)
+            left.append(entry)
+    return left, len({capacity_key(RunSpec.from_dict(entry)) for entry in entries})
+
+
+def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[int, int, str]:
+    """(left, planned, what) of a stored plan: capacity searches for a capacity session, else runs."""
+    if any("capacity" in entry for entry in entries):
+        left, total = capacity_searches_left(entries, ok)
+        return len(left), total, "capacity search(es)"
+    return sum(remaining_runs(entries, ok)), len(entries), "run(s)"
+
+
 def _mark(store, session_id: str, state: str) -> bool:
     """Mark a session's end state; a store that cannot take it is reported, not raised."""
     from harness.errors import StoreError
@@ -659,16 +682,9 @@ def _command(scenario_file, backends, devices, overrides, store_path, timeout, m
                                  f"{', '.join(map(str, ran))}, and its other searches are resumed alike (leave the "
                                  "option out, or start a new session)", field=flag)
         if capacity_mode:  # a search is done when its capacity record is ok; its probes are redone
-            from harness.capacity import capacity_key
-
-            groups, seen = [], {key for key, _ in ok}
-            for entry in entries:
-                spec = RunSpec.from_dict({**entry, "run_id": new_id()})
-                if capacity_key(spec) not in seen:
-                    seen.add(capacity_key(spec))
-                    groups.append((entry["capacity"], [spec]))
+            left, total = capacity_searches_left(entries, ok)
+            groups = [(entry["capacity"], [RunSpec.from_dict({**entry, "run_id": new_id()})]) for entry in left]
             plan = [spec for _, specs in groups for spec in specs]
-            total = len({capacity_key(RunSpec.from_dict(entry)) for entry in entries})
             click.echo(f"resuming session {session_id}: {len(plan)} of {total} capacity search(es) "
                        "have no ok result", err=True)
         else:
