@@ -357,12 +357,12 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
 
 def _kernel_bound(spec: RunSpec) -> int | None:
     """The first batch whose largest tensor passes the backend's GPU kernels' element bound (None: no bound
-    declared, the CPU, or a workload that does not say its tensor sizes)."""
+    declared, a device not named as a GPU, or a workload that does not say its tensor sizes)."""
     from harness.backend import available_backends
 
     backend = available_backends().get(spec.backend)
     elements = getattr(backend, "gpu_max_tensor_elements", None)
-    if not elements or str(spec.device).startswith("cpu"):
+    if not elements or not str(spec.device).startswith(("cuda", "gpu")):
         return None
     return _past_elements(spec, elements)
 

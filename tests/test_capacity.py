@@ -289,6 +289,8 @@ def test_a_backend_s_tensor_size_bound_caps_the_memory_model_s_guess():
     # TF on the H200 said ResourceExhaustedError at 2675 with 25 GiB unused at 2674: still the kernel's bound
     _, record = runner_for("tensorflow", past=("oom", "ResourceExhaustedError: OOM when allocating tensor"))
     assert record["median"] == 2674 and record["checks"]["limited_by"] == "kernel"
+    on_cpu = replace(spec(), backend="tensorflow", device="cpu")  # the bound is of TensorFlow's GPU kernels
+    assert capacity._kernel_bound(on_cpu) is None and capacity._kernel_bound(replace(on_cpu, device="cuda:1")) == 2675
     runner, record = runner_for("torch")  # torch declares no bound: the model's guess as before
     assert runner.asked[2][0] > 2675 and record["checks"]["kernel_bound_batch"] is None
     assert 2648 <= record["median"] <= 2674
