@@ -357,12 +357,13 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
 
 def _kernel_bound(spec: RunSpec) -> int | None:
     """The first batch whose largest tensor passes the backend's GPU kernels' element bound (None: no bound
-    declared, a device not named as a GPU, or a workload that does not say its tensor sizes)."""
+    declared, a device other than `cuda:N`, or a workload that does not say its tensor sizes)."""
     from harness.backend import available_backends
+    from harness.devices import gpu_index
 
     backend = available_backends().get(spec.backend)
     elements = getattr(backend, "gpu_max_tensor_elements", None)
-    if not elements or not str(spec.device).startswith(("cuda", "gpu")):
+    if not elements or gpu_index(str(spec.device)) is None:
         return None
     return _past_elements(spec, elements)
 

@@ -22,6 +22,7 @@ from typing import Callable
 
 from harness import distributed as dp
 from harness.backend import available_backends
+from harness.devices import gpu_index
 from harness.errors import StoreWriteError, Unsupported
 from harness.plan import RunSpec
 from harness.record import FAILING_STATUSES, blank_record, utc_now, write_json_atomic
@@ -211,7 +212,7 @@ class Runner:
     def _ahead_harmless(self, spec: RunSpec) -> bool:
         """Whether a worker importing beside a probe leaves the probe's answer alone: it takes host memory (about
         half a GiB), which bounds a probe only on the CPU without --memory-limit (each worker has its own limit)."""
-        return str(spec.device).startswith("cuda") or bool(self.memory_limit_bytes)
+        return gpu_index(str(spec.device)) is not None or bool(self.memory_limit_bytes)
 
     @staticmethod
     def _ahead_key(spec: RunSpec, env: dict) -> tuple:

@@ -14,8 +14,6 @@ from harness.execute import execute
 from harness.record import write_json_atomic
 
 
-
-
 def apply_memory_limit() -> None:
     """Cap this process's data segment at HARNESS_MEMORY_LIMIT_BYTES (a smaller machine, emulated).
 

@@ -80,7 +80,6 @@ def _version_tuple(version: str | None) -> tuple[int, int]:
         return 0, 0
 
 
-
 class TensorFlowBackend(Backend):
     """Runs the neutral workloads with TensorFlow and Keras (Keras 2 on TF 2.12-2.15, Keras 3 or tf_keras on 2.16+)."""
 

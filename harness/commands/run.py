@@ -244,13 +244,13 @@ def capacity_searches_left(entries: list[dict], ok: list[tuple[str, int | None]]
     from harness.capacity import capacity_key
     from harness.plan import RunSpec
 
+    keys = [capacity_key(RunSpec.from_dict(entry)) for entry in entries]
     left, seen = [], {key for key, _ in ok}
-    for entry in entries:
-        key = capacity_key(RunSpec.from_dict(entry))
+    for entry, key in zip(entries, keys):
         if key not in seen:
             seen.add(key)
             left.append(entry)
-    return left, len({capacity_key(RunSpec.from_dict(entry)) for entry in entries})
+    return left, len(set(keys))
 
 
 def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[int, int, str]:
