@@ -16,6 +16,7 @@
 #     again, for a whole table from one session), capacity-tf-nogrowth (~11 min: one search per GPU, or two calls)
 #   the fifth session of 2026-11-30 (issue 11's whole table from one session; TF probes keep cuDNN autotuning):
 #     cap-BACKEND-PRECISION-RECOMPUTE, one search each (cap-torch-fp32-none ... cap-tf-amp_bf16-blocks)
+#   the sixth session of 2026-11-30 (issue 17): dp-variants-tf (~3 min), dp-variants-torch (~5 min), gpu-comparison-tf
 #   phases of the second session: capacity-tf-rest (~8 min), compile-ro (~2 min),
 #     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
 #     the same split to fit calls: capacity-tf-fp32 (two searches), capacity-tf-bf16-blocks, dp-torch-compiled
@@ -139,6 +140,12 @@ for phase in $PHASES; do
     gpu-comparison)  # issue 17 (two GPUs): the two-GPU comparison file, both frameworks on cuda:0 and cuda:1 (~20 min: two calls)
       $H run scenarios/gpu_comparison.yaml --set measure.processes=4 --store "$STORE"
       $H compare --by device --store "$STORE" ;;
+    dp-variants-torch)  # issue 17 (two GPUs): torch.compile with DDP, optimize_ddp ddp_optimizer / no_optimization, 1 and 2 replicas
+      $H run benchmarks/h200/issue17_dp_variants.yaml --backend torch --store "$STORE"
+      $H compare --by replicas --store "$STORE" ;;
+    dp-variants-tf)  # issue 17 (two GPUs): TensorFlow XLA around strategy.run (distributed_xla=whole_step), 1 and 2 replicas
+      $H run benchmarks/h200/issue17_dp_variants.yaml --backend tf --store "$STORE"
+      $H compare --by replicas --store "$STORE" ;;
     gpu-comparison-torch)  # the same, torch's half (~5 min); the file asks 4 processes a side, the fewest that can reach p < 0.05
       $H run scenarios/gpu_comparison.yaml --backend torch --store "$STORE"
       $H compare --by device --store "$STORE" ;;

@@ -55,6 +55,12 @@ NO_TF_CONFIG = (
 )
 
 
+WHOLE_STEP_XLA_CPU = (
+    "tensorflow.distributed_xla=whole_step needs GPUs: MultiWorkerMirroredStrategy keeps merge_call under XLA "
+    "unless every device is a GPU, and XLA has no collectives on the CPU; use forward_backward"
+)
+
+
 class TensorFlowOptions(BaseModel):
     """The TensorFlow backend's options (`options: {tensorflow: {...}}`)."""
 
@@ -70,6 +76,13 @@ class TensorFlowOptions(BaseModel):
     #: worker; what was in force is in env.framework.gpu_memory_growth. Left out of a record's options when
     #: True, so configurations stored before the option existed keep their run_key.
     memory_growth: bool = True
+    #: With `replicas > 1` and `execution: compiled`, what XLA compiles. `forward_backward` (the default):
+    #: each replica's forward and backward, the gradient all-reduce and the SGD update in the tf.function
+    #: graph around it. `whole_step`: `tf.function(jit_compile=True)` around `strategy.run` itself, so the
+    #: all-reduce and the update are compiled too where TensorFlow allows it (MultiWorkerMirroredStrategy
+    #: skips merge_call under XLA when every device is a GPU; on the CPU XLA has no collectives, and the run
+    #: is unsupported). Left out of a record's options at its default.
+    distributed_xla: Literal["forward_backward", "whole_step"] = "forward_backward"
 
 
 def _version_tuple(version: str | None) -> tuple[int, int]:
@@ -103,10 +116,14 @@ class TensorFlowBackend(Backend):
     gpu_max_tensor_elements: ClassVar[int | None] = 2**31 - 1
 
     def validate_options(self, options: dict) -> dict:
-        """The options with defaults filled, `memory_growth` only where it is off (harness's default is on)."""
+        """The options with defaults filled, except those added later, kept only where they are not their default
+        (`memory_growth` only where it is off, `distributed_xla` only where it is `whole_step`), so configurations
+        stored before those options existed keep their run_key."""
         validated = super().validate_options(options)
         if validated.get("memory_growth") is True:
             del validated["memory_growth"]
+        if validated.get("distributed_xla") == "forward_backward":
+            del validated["distributed_xla"]
         return validated
 
     def keras_choice(self, options: dict | None) -> str:
@@ -132,6 +149,9 @@ class TensorFlowBackend(Backend):
             from backends.tensorflow.resnet50_train import KERAS_V1_RECOMPUTE_REASON
 
             return KERAS_V1_RECOMPUTE_REASON
+        if (device == "cpu" and (options or {}).get("distributed_xla") == "whole_step"
+                and params.get("execution") == "compiled" and int(params.get("replicas") or 1) > 1):
+            return WHOLE_STEP_XLA_CPU
         version = self.framework_version()
         keras = self.keras_choice(options)
         major_minor = _version_tuple(version)

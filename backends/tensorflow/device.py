@@ -334,19 +334,30 @@ class Step:
         return int(self.traced.experimental_get_tracing_count())
 
 
-def build_replica_step(compute, apply, execution: str, strategy) -> Step:
+def build_replica_step(compute, apply, execution: str, strategy, xla: str = "forward_backward",
+                       on_gpu: bool = True) -> Step:
     """build_step for one worker of a data-parallel run. `compute(x, y)` gives (loss, gradients) of this
     replica; `apply(gradients)` is the optimizer's update, whose Keras apply all-reduces the gradients
-    across the replicas (a merge_call). The step runs through strategy.run.
+    across the replicas (a merge_call, or a plain call where the strategy allows it). The step runs
+    through strategy.run.
 
-    compiled: XLA compiles `compute` (forward and backward, this replica's work) and the all-reduce and
-    the update run in the graph around it, as torch.compile leaves DDP's all-reduce to DDP's hooks. XLA
-    cannot hold the all-reduce: TensorFlow refuses a merge_call inside a nested tf.function (seen on TF
-    2.21 with two H200s, 2026-11-30: "`merge_call` called while defining a new graph or a tf.function"),
-    and Keras 3 itself turns XLA off under tf.distribute.
+    compiled, `xla="forward_backward"`: XLA compiles `compute` (forward and backward, this replica's work)
+    and the all-reduce and the update run in the graph around it, as torch.compile leaves DDP's all-reduce
+    to DDP's hooks. A jit_compile=True function *inside* strategy.run cannot hold the update: TensorFlow
+    refuses a merge_call inside a nested tf.function (TF 2.21, two H200s, 2026-11-30: "`merge_call` called
+    while defining a new graph or a tf.function").
+    compiled, `xla="whole_step"`: tf.function(jit_compile=True) around strategy.run itself. Traced under an
+    XLA context with only GPUs, MultiWorkerMirroredStrategy skips merge_call (its `_use_merge_call`), so the
+    all-reduce and the update are traced into the same XLA computation. The CPU has no XLA collectives:
+    unsupported there.
     """
     tf = compat.tf_module()
-    inner = tf.function(compute, jit_compile=True) if execution == "compiled" else compute
+    whole = execution == "compiled" and xla == "whole_step"
+    if whole and not on_gpu:
+        from backends.tensorflow import WHOLE_STEP_XLA_CPU
+
+        raise Unsupported(WHOLE_STEP_XLA_CPU)
+    inner = tf.function(compute, jit_compile=True) if execution == "compiled" and not whole else compute
 
     def one_replica(x, y):
         loss, grads = inner(x, y)
@@ -363,6 +374,14 @@ def build_replica_step(compute, apply, execution: str, strategy) -> Step:
     if execution == "graph":
         traced = tf.function(distributed_step, jit_compile=False)
         return Step(traced, "tf.function(jit_compile=False) around strategy.run(step)", traced)
+    if execution == "compiled" and whole:
+        traced = tf.function(distributed_step, jit_compile=True)
+        return Step(
+            traced,
+            "tf.function(jit_compile=True) around strategy.run(step): forward, backward, the gradient all-reduce "
+            "and the update in one XLA computation per replica (tensorflow.distributed_xla=whole_step)",
+            traced,
+        )
     if execution == "compiled":
         traced = tf.function(distributed_step, jit_compile=False)
         return Step(

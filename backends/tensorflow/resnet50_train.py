@@ -296,7 +296,8 @@ def prepare(params, dev, run) -> Prepared:
         return loss
 
     if strategy is not None:
-        step_fn = device.build_replica_step(compute, apply, params.execution, strategy)
+        step_fn = device.build_replica_step(compute, apply, params.execution, strategy,
+                                             run.options.get("distributed_xla", "forward_backward"), placement.is_gpu)
         api["distribution"] = (f"tf.distribute.MultiWorkerMirroredStrategy, {world} worker processes, one replica each "
                                f"({dev.allreduce['implementation']}, bytes_per_pack={dev.allreduce['bytes_per_pack']})")
         api["allreduce"] = ", ".join(f"{k}={v}" for k, v in dev.allreduce.items())

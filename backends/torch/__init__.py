@@ -65,6 +65,11 @@ class TorchOptions(BaseModel):
 
     #: torch.compile's mode for `execution: compiled`.
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    #: With `replicas > 1` and `execution: compiled`: `torch._dynamo.config.optimize_ddp`. `ddp_optimizer`
+    #: (torch's default): Dynamo splits the compiled graph at DDP's bucket boundaries so each bucket's
+    #: all-reduce overlaps the rest of the backward. `no_optimization`: one graph, no split; DDP's all-reduce
+    #: runs after the compiled backward, without overlap. Left out of a record's options at its default.
+    optimize_ddp: Literal["ddp_optimizer", "no_optimization"] = "ddp_optimizer"
 
 
 class TorchBackend(Backend):
@@ -84,6 +89,14 @@ class TorchBackend(Backend):
     preload_modules: ClassVar[tuple[str, ...]] = ("torch", "torchvision")
     #: replicas > 1: DistributedDataParallel, one process per replica, launched through torchrun
     data_parallel: ClassVar[bool] = True
+
+    def validate_options(self, options: dict) -> dict:
+        """The options with defaults filled, `optimize_ddp` only where it is not torch's default (added later:
+        configurations stored before it keep their run_key)."""
+        validated = super().validate_options(options)
+        if validated.get("optimize_ddp") == "ddp_optimizer":
+            del validated["optimize_ddp"]
+        return validated
 
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved)."""

@@ -83,7 +83,7 @@ def prepare(p, device, run) -> Prepared:
     replica = run.replica
     distributed = None
     if replica is not None:
-        model, api["distribution"], distributed = data_parallel(model, device, p)
+        model, api["distribution"], distributed = data_parallel(model, device, p, run.options.get("optimize_ddp", "ddp_optimizer"))
         api["allreduce"] = ", ".join(f"{k}={v}" for k, v in distributed.items() if k != "env")
     images_np, labels_np = synthetic_batch(p, run.seed, 0 if replica is None else replica.rank, probe=run.probe)
     images = torch.from_numpy(images_np).to(dev)
@@ -199,9 +199,14 @@ def prepare(p, device, run) -> Prepared:
 DDP_SETTINGS = {"bucket_cap_mb": 25, "gradient_as_bucket_view": True, "static_graph": False, "broadcast_buffers": False}
 
 
-def data_parallel(model, device, p):
-    """Wrap the model in DistributedDataParallel on this replica's device; the API and all-reduce settings."""
-    import torch
+#: the `optimize_ddp` option -> torch._dynamo.config.optimize_ddp (booleans: accepted by every torch with Dynamo)
+OPTIMIZE_DDP = {"ddp_optimizer": True, "no_optimization": False}
+
+
+def data_parallel(model, device, p, optimize_ddp: str = "ddp_optimizer"):
+    """Wrap the model in DistributedDataParallel on this replica's device; the API and all-reduce settings.
+    Under execution compiled, `optimize_ddp` sets torch._dynamo.config.optimize_ddp (this replica's process
+    is its own: the setting reaches no other run)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     dev = device.torch
@@ -213,8 +218,20 @@ def data_parallel(model, device, p):
                  "gradients": "averaged over the replicas (sum / world_size): the mean loss over the global batch",
                  "batchnorm": "per replica (no SyncBatchNorm), as in tf.distribute"}
     if p.execution == "compiled":
-        optimize_ddp = getattr(getattr(torch, "_dynamo", None), "config", None)
-        allreduce["dynamo_optimize_ddp"] = getattr(optimize_ddp, "optimize_ddp", None)
+        try:
+            import torch._dynamo as dynamo
+
+            config = dynamo.config
+        except ImportError:  # no Dynamo in this torch: compiled is unsupported before this is reached
+            config = None
+        if config is not None and hasattr(config, "optimize_ddp"):
+            config.optimize_ddp = OPTIMIZE_DDP[optimize_ddp]
+            if optimize_ddp == "no_optimization":
+                allreduce["overlap"] = ("none: one compiled graph (optimize_ddp=False), DDP's all-reduce after the "
+                                        "compiled backward")
+            else:
+                allreduce["overlap"] += " (Dynamo's DDPOptimizer splits the compiled graph at the bucket boundaries)"
+        allreduce["dynamo_optimize_ddp"] = getattr(config, "optimize_ddp", None)
     from harness.distributed import collective_env
 
     allreduce["env"] = collective_env()
