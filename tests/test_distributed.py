@@ -90,6 +90,62 @@ def test_one_replica_keeps_the_run_key_of_records_made_before_replicas_existed()
         run_key("s", "resnet50_train", "torch", "cpu", params)
 
 
+def test_compiler_data_parallel_options_are_left_out_at_their_default_and_checked():
+    """torch.optimize_ddp and tensorflow.distributed_xla came after records were stored: at their defaults
+    they leave the options (and so the run_key) as before; a bad value is an error naming the option."""
+    from backends.tensorflow import TensorFlowBackend
+    from backends.torch import TorchBackend
+
+    torch_b, tf_b = TorchBackend(), TensorFlowBackend()
+    assert torch_b.validate_options({"optimize_ddp": "ddp_optimizer"}) == torch_b.validate_options({})
+    assert torch_b.validate_options({"optimize_ddp": "no_optimization"})["optimize_ddp"] == "no_optimization"
+    assert tf_b.validate_options({"distributed_xla": "forward_backward"}) == tf_b.validate_options({})
+    assert tf_b.validate_options({"distributed_xla": "whole_step"})["distributed_xla"] == "whole_step"
+    with pytest.raises(ValueError, match="optimize_ddp"):
+        torch_b.validate_options({"optimize_ddp": "python_reducer"})
+    with pytest.raises(ValueError, match="distributed_xla"):
+        tf_b.validate_options({"distributed_xla": "all"})
+
+
+def test_tensorflow_whole_step_xla_on_the_cpu_is_unsupported_before_a_worker_starts():
+    from backends.tensorflow import WHOLE_STEP_XLA_CPU, TensorFlowBackend
+
+    b = TensorFlowBackend()
+    params = {"replicas": 2, "execution": "compiled"}
+    assert b.unsupported_reason("resnet50_train", params, "cpu", {"distributed_xla": "whole_step"}) == WHOLE_STEP_XLA_CPU
+    assert b.unsupported_reason("resnet50_train", params, "cpu", {}) != WHOLE_STEP_XLA_CPU
+    assert b.unsupported_reason("resnet50_train", {**params, "replicas": 1}, "cpu", {"distributed_xla": "whole_step"}) != WHOLE_STEP_XLA_CPU
+
+
+@needs_torch
+@pytest.mark.parametrize("choice, split", [("no_optimization", False), ("ddp_optimizer", True)])
+def test_torch_optimize_ddp_sets_dynamo_and_is_recorded(choice, split, tmp_path):
+    """The option reaches torch._dynamo.config.optimize_ddp, and the record's all-reduce settings say whether
+    the all-reduce overlaps the compiled backward (one gloo process: DDP needs a process group)."""
+    import torch
+    import torch.distributed as tdist
+    from types import SimpleNamespace
+
+    from backends.torch.resnet50_train import data_parallel
+
+    if not hasattr(torch, "compile"):
+        pytest.skip("no torch.compile in this torch")
+    import torch._dynamo as dynamo
+
+    before = dynamo.config.optimize_ddp
+    tdist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    try:
+        device = SimpleNamespace(torch=torch.device("cpu"), replica=SimpleNamespace(world_size=1), dist_backend="gloo")
+        params = SimpleNamespace(execution="compiled")
+        _, api, allreduce = data_parallel(torch.nn.Linear(2, 2), device, params, choice)
+        assert dynamo.config.optimize_ddp is split and allreduce["dynamo_optimize_ddp"] is split
+        assert ("none" in allreduce["overlap"]) is (not split)
+        assert "DistributedDataParallel" in api
+    finally:
+        tdist.destroy_process_group()
+        dynamo.config.optimize_ddp = before
+
+
 def test_global_work_per_step_counts_every_replica():
     from harness.workloads import WORKLOADS
 
