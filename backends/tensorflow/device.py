@@ -376,10 +376,20 @@ def build_replica_step(compute, apply, execution: str, strategy, xla: str = "for
         return Step(traced, "tf.function(jit_compile=False) around strategy.run(step)", traced)
     if execution == "compiled" and whole:
         traced = tf.function(distributed_step, jit_compile=True)
+        # called without a device scope, the compiled function was placed on the worker's CPU while the mirrored
+        # variables live on its GPU ("Trying to access resource ... located in device ...GPU:0 from device
+        # ...CPU:0", two H200s, 2026-11-30): call it on this worker's device
+        worker_device = strategy.extended.worker_devices[0]
+
+        def placed(x, y):
+            with tf.device(worker_device):
+                return traced(x, y)
+
         return Step(
-            traced,
-            "tf.function(jit_compile=True) around strategy.run(step): forward, backward, the gradient all-reduce "
-            "and the update in one XLA computation per replica (tensorflow.distributed_xla=whole_step)",
+            placed,
+            "tf.function(jit_compile=True) around strategy.run(step), called on the worker's device: forward, "
+            "backward, the gradient all-reduce and the update in one XLA computation per replica "
+            "(tensorflow.distributed_xla=whole_step)",
             traced,
         )
     if execution == "compiled":
