@@ -99,10 +99,16 @@ class Backend:
         """Whether the framework is installed in this Python."""
         return self.framework_version() is not None
 
+    #: Options added after records were stored: left out of the validated options at their default.
+    keyed_off_default: ClassVar[tuple[str, ...]] = ()
+
     def validate_options(self, options: dict) -> dict:
         """The options with defaults filled; ValueError naming the bad option and what was expected."""
         try:
-            return self.options_model.model_validate(options or {}).model_dump()
+            validated = self.options_model.model_validate(options or {}).model_dump()
+            fields = self.options_model.model_fields
+            # options added after records were stored: kept only off their default, so older run_keys still match
+            return {k: v for k, v in validated.items() if not (k in self.keyed_off_default and v == fields[k].default)}
         except ValidationError as exc:
             parts = []
             for error in exc.errors()[:4]:

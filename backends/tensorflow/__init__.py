@@ -115,16 +115,8 @@ class TensorFlowBackend(Backend):
     #: TensorFlow's GPU kernels index with 32-bit integers. docs/benchmarks.md, fourth session of 2026-11-30.
     gpu_max_tensor_elements: ClassVar[int | None] = 2**31 - 1
 
-    def validate_options(self, options: dict) -> dict:
-        """The options with defaults filled, except those added later, kept only where they are not their default
-        (`memory_growth` only where it is off, `distributed_xla` only where it is `whole_step`), so configurations
-        stored before those options existed keep their run_key."""
-        validated = super().validate_options(options)
-        if validated.get("memory_growth") is True:
-            del validated["memory_growth"]
-        if validated.get("distributed_xla") == "forward_backward":
-            del validated["distributed_xla"]
-        return validated
+    #: added later: left out at their defaults (memory growth on, forward_backward), so earlier records keep their run_key
+    keyed_off_default: ClassVar[tuple[str, ...]] = ("memory_growth", "distributed_xla")
 
     def keras_choice(self, options: dict | None) -> str:
         """`keras3` or `tf_keras`: the Keras a run with these options builds its model with."""

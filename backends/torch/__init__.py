@@ -90,13 +90,8 @@ class TorchBackend(Backend):
     #: replicas > 1: DistributedDataParallel, one process per replica, launched through torchrun
     data_parallel: ClassVar[bool] = True
 
-    def validate_options(self, options: dict) -> dict:
-        """The options with defaults filled, `optimize_ddp` only where it is not torch's default (added later:
-        configurations stored before it keep their run_key)."""
-        validated = super().validate_options(options)
-        if validated.get("optimize_ddp") == "ddp_optimizer":
-            del validated["optimize_ddp"]
-        return validated
+    #: optimize_ddp came later: at torch's default it is left out, so earlier records keep their run_key
+    keyed_off_default: ClassVar[tuple[str, ...]] = ("optimize_ddp",)
 
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved)."""
