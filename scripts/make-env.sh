@@ -94,6 +94,14 @@ if [ ! -x "$VPY" ]; then
     "$PYTHON" -m venv "$ENV_DIR"
 fi
 
+# What a new environment of this pair takes on disk (measured on x86_64, Python 3.11; torch is its CUDA build).
+case "$PAIR" in current) NEED_GB=9 ;; gpu) NEED_GB=12 ;; *) NEED_GB=7 ;; esac
+FREE_GB=$(df -Pk "$ENV_DIR" | awk 'NR == 2 { printf "%d", $4 / 1048576 }')
+if [ -n "$FREE_GB" ] && [ "$FREE_GB" -lt "$NEED_GB" ]; then
+    echo "make-env: warning: the $PAIR pair takes about $NEED_GB GB in $ENV_DIR and only $FREE_GB GB is free there;" \
+         "pip may stop with 'No space left on device' (free some, or set PIP_NO_CACHE_DIR=1)" >&2
+fi
+
 echo "make-env: installing the $PAIR pair and harness[dev] (constraints/$PAIR.txt)"
 cd "$ROOT"
 # shellcheck disable=SC2086  # FRAMEWORKS and PIP_ARGS are word lists
