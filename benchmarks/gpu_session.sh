@@ -17,6 +17,7 @@
 #   the fifth session of 2026-11-30 (issue 11's whole table from one session; TF probes keep cuDNN autotuning):
 #     cap-BACKEND-PRECISION-RECOMPUTE, one search each (cap-torch-fp32-none ... cap-tf-amp_bf16-blocks)
 #   the sixth session of 2026-11-30 (issue 17): dp-variants-tf (~3 min), dp-variants-torch (~5 min), gpu-comparison-tf
+#   the seventh (issue 17, TensorFlow's strategies): dp-tf-mirrored (~5 min), dp-tf-multi-worker (~6 min)
 #   phases of the second session: capacity-tf-rest (~8 min), compile-ro (~2 min),
 #     dp-torch (~4 min, two GPUs), dp-tf (~5 min, two GPUs), gpu-comparison (~9 min, two GPUs);
 #     the same split to fit calls: capacity-tf-fp32 (two searches), capacity-tf-bf16-blocks, dp-torch-compiled
@@ -145,6 +146,12 @@ for phase in $PHASES; do
       $H compare --by replicas --store "$STORE" ;;
     dp-variants-tf)  # issue 17 (two GPUs): TensorFlow XLA around strategy.run (distributed_xla=whole_step), 1 and 2 replicas
       $H run benchmarks/h200/issue17_dp_variants.yaml --backend tf --store "$STORE"
+      $H compare --by replicas --store "$STORE" ;;
+    dp-tf-mirrored)  # issue 17 (two GPUs): TensorFlow MirroredStrategy in one process, XLA and tf.function, 1 and 2 replicas (~5 min)
+      $H run benchmarks/h200/issue17_tf_mirrored.yaml --store "$STORE"
+      $H compare --by replicas --store "$STORE" ;;
+    dp-tf-multi-worker)  # the same with MultiWorkerMirroredStrategy, one worker process per GPU (~6 min), in the same session
+      $H run benchmarks/h200/issue17_tf_multi_worker.yaml --store "$STORE"
       $H compare --by replicas --store "$STORE" ;;
     gpu-comparison-torch)  # the same, torch's half (~5 min); the file asks 4 processes a side, the fewest that can reach p < 0.05
       $H run scenarios/gpu_comparison.yaml --backend torch --store "$STORE"

@@ -344,6 +344,62 @@ def test_tensorflow_keras_choices_with_two_workers(write_scenario, harness_cli, 
     assert "Keras 2" in record["api"]["keras"]
 
 
+@needs_tf
+def test_tensorflow_mirrored_strategy_trains_every_replica_in_one_process_as_the_workers_do(
+        write_scenario, harness_cli, tmp_path):
+    """tensorflow.strategy=mirrored: one process, MirroredStrategy over two logical CPU devices, each replica on
+    the inputs of the worker of the same rank. The same seed, inputs and steps as two MultiWorkerMirroredStrategy
+    workers: the same first loss, and (after the all-reduced updates) the same weights up to rounding."""
+    got = {}
+    for strategy in ("multi_worker", "mirrored"):
+        data = {**scenario("tensorflow", execution="graph"), "seed": 5,
+                "options": {"tensorflow": {"strategy": strategy}}}
+        store = tmp_path / f"{strategy}.db"
+        code, _, err = harness_cli("run", write_scenario(data), "--store", str(store), env={"TMPDIR": str(tmp_path)})
+        assert code == 0, err
+        (got[strategy],) = records(store)
+    mirrored, workers = got["mirrored"], got["multi_worker"]
+    assert mirrored["status"] == "ok", (mirrored.get("error"), mirrored.get("log_tail"))
+    assert mirrored["options"]["strategy"] == "mirrored" and "strategy" not in workers["options"]
+    dist = mirrored["distributed"]
+    assert dist["world_size"] == 2 and dist["global_batch"] == 4 and dist["replicas_in_process"] == 2
+    assert "MirroredStrategy" in dist["launcher"] and [r["rank"] for r in dist["ranks"]] == [0]
+    assert dist["allreduce"]["strategy"] == "tf.distribute.MirroredStrategy"
+    assert "ReductionToOneDevice" in dist["allreduce"]["implementation"]
+    assert [p["replica"] for p in dist["replica_peaks"]] == [0, 1]
+    assert "MirroredStrategy, 2 replicas in one process" in mirrored["api"]["distribution"]
+    assert mirrored["median"] > 0
+    # the same work: replica 0's inputs are worker 0's, and both trained the same model the same way
+    assert mirrored["checks"]["inputs_fingerprint"] == workers["checks"]["inputs_fingerprint"]
+    assert mirrored["checks"]["loss_first"] == pytest.approx(workers["checks"]["loss_first"], rel=1e-5)
+    assert mirrored["checks"]["parameters_sum"] == pytest.approx(workers["checks"]["parameters_sum"], rel=1e-5)
+    assert mirrored["checks"]["loss_last"] == pytest.approx(workers["checks"]["loss_last"], rel=1e-3)
+    assert leftovers(str(tmp_path)) == []
+
+
+def test_tensorflow_mirrored_strategy_refuses_whole_step_xla_and_several_nodes():
+    from backends.tensorflow import MIRRORED_MULTI_NODE, MIRRORED_WHOLE_STEP, TensorFlowBackend
+    from harness.errors import Unsupported
+
+    b = TensorFlowBackend()
+    assert b.validate_options({"strategy": "multi_worker"}) == b.validate_options({})
+    with pytest.raises(ValueError, match="strategy"):
+        b.validate_options({"strategy": "central_storage"})
+    params = {"replicas": 2, "execution": "compiled"}
+    both = {"strategy": "mirrored", "distributed_xla": "whole_step"}
+    assert b.unsupported_reason("resnet50_train", params, "cuda:0", both) == MIRRORED_WHOLE_STEP
+    assert b.unsupported_reason("resnet50_train", params, "cuda:0", {"strategy": "mirrored"}) is None
+    spec = {"params": {**TINY, **params}, "options": {"strategy": "mirrored"}}
+    launch = b.launch(spec, ["worker"], dp.Cluster())
+    assert len(launch.processes) == 1 and launch.local_ranks == (0,)
+    assert launch.processes[0].env["HARNESS_TF_STRATEGY"] == "mirrored" and launch.processes[0].env["WORLD_SIZE"] == "2"
+    with pytest.raises(Unsupported, match="one machine"):
+        b.launch(spec, ["worker"], dp.Cluster(nnodes=2, node_rank=0, rdzv_endpoint="h:1"))
+    # the default: one worker per replica, each told so (a stray HARNESS_TF_STRATEGY cannot turn them mirrored)
+    workers = b.launch({**spec, "options": {}}, ["worker"], dp.Cluster())
+    assert [p.env["HARNESS_TF_STRATEGY"] for p in workers.processes] == ["multi_worker", "multi_worker"]
+
+
 def _kill_rank_when_running(tmp_path: Path, rank: int, killed: list):
     """Watch the runner's temporary directory; SIGKILL `rank` once it has timed a block."""
     deadline = time.monotonic() + 240

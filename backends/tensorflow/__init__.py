@@ -61,6 +61,17 @@ WHOLE_STEP_XLA_CPU = (
 )
 
 
+MIRRORED_WHOLE_STEP = (
+    "tensorflow.distributed_xla=whole_step compiles strategy.run into one XLA computation per worker process; "
+    "with tensorflow.strategy=mirrored one process holds every replica, on several devices, which one XLA "
+    "computation cannot span: use forward_backward"
+)
+MIRRORED_MULTI_NODE = (
+    "tensorflow.strategy=mirrored runs every replica in one process on one machine; over {nnodes} nodes use "
+    "tensorflow.strategy=multi_worker (MultiWorkerMirroredStrategy)"
+)
+
+
 class TensorFlowOptions(BaseModel):
     """The TensorFlow backend's options (`options: {tensorflow: {...}}`)."""
 
@@ -83,6 +94,13 @@ class TensorFlowOptions(BaseModel):
     #: skips merge_call under XLA when every device is a GPU; on the CPU XLA has no collectives, and the run
     #: is unsupported). Left out of a record's options at its default.
     distributed_xla: Literal["forward_backward", "whole_step"] = "forward_backward"
+    #: With `replicas > 1`, which tf.distribute strategy trains: `multi_worker` (the default):
+    #: MultiWorkerMirroredStrategy, one worker process per replica (as torchrun starts DDP), collectives
+    #: between the processes; `mirrored`: MirroredStrategy, one process holding every replica, one device
+    #: each (cuda:K..K+R-1), the gradients all-reduced inside the process (tf.distribute.NcclAllReduce on
+    #: GPUs, ReductionToOneDevice over logical CPU devices on the CPU). One machine only. Left out of a
+    #: record's options at its default.
+    strategy: Literal["multi_worker", "mirrored"] = "multi_worker"
 
 
 def _version_tuple(version: str | None) -> tuple[int, int]:
@@ -116,7 +134,7 @@ class TensorFlowBackend(Backend):
     gpu_max_tensor_elements: ClassVar[int | None] = 2**31 - 1
 
     #: added later: left out at their defaults (memory growth on, forward_backward), so earlier records keep their run_key
-    keyed_off_default: ClassVar[tuple[str, ...]] = ("memory_growth", "distributed_xla")
+    keyed_off_default: ClassVar[tuple[str, ...]] = ("memory_growth", "distributed_xla", "strategy")
 
     def keras_choice(self, options: dict | None) -> str:
         """`keras3` or `tf_keras`: the Keras a run with these options builds its model with."""
@@ -144,6 +162,9 @@ class TensorFlowBackend(Backend):
         if (device == "cpu" and (options or {}).get("distributed_xla") == "whole_step"
                 and params.get("execution") == "compiled" and int(params.get("replicas") or 1) > 1):
             return WHOLE_STEP_XLA_CPU
+        if ((options or {}).get("strategy") == "mirrored" and (options or {}).get("distributed_xla") == "whole_step"
+                and params.get("execution") == "compiled" and int(params.get("replicas") or 1) > 1):
+            return MIRRORED_WHOLE_STEP
         version = self.framework_version()
         keras = self.keras_choice(options)
         major_minor = _version_tuple(version)
@@ -188,6 +209,15 @@ class TensorFlowBackend(Backend):
         from harness.errors import Unsupported
 
         replicas = int(spec["params"].get("replicas") or 1)
+        if (spec.get("options") or {}).get("strategy") == "mirrored":
+            if cluster.multi_node:
+                raise Unsupported(MIRRORED_MULTI_NODE.format(nnodes=cluster.nnodes))
+            # one process, every replica in it: RANK 0 of WORLD_SIZE replicas, the only process of this node
+            threads = threads_per_replica(spec.get("cpu_threads") or {}, 1)
+            return Launch(processes=[LaunchProcess(list(worker), {
+                "HARNESS_TF_STRATEGY": "mirrored", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": str(replicas),
+                "LOCAL_WORLD_SIZE": "1", "OMP_NUM_THREADS": str(threads["intra_op"])}, (0,))], local_ranks=(0,),
+                api=f"one process holding all {replicas} replicas (tf.distribute.MirroredStrategy)")
         local = replicas // cluster.nnodes
         if cluster.multi_node:
             try:
@@ -207,15 +237,19 @@ class TensorFlowBackend(Backend):
             rank = cluster.node_rank * local + i
             config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}}
             processes.append(LaunchProcess(list(worker), {
-                "TF_CONFIG": json.dumps(config), "RANK": str(rank), "LOCAL_RANK": str(i), "WORLD_SIZE": str(replicas),
+                "TF_CONFIG": json.dumps(config), "HARNESS_TF_STRATEGY": "multi_worker", "RANK": str(rank), "LOCAL_RANK": str(i), "WORLD_SIZE": str(replicas),
                 "LOCAL_WORLD_SIZE": str(local), "OMP_NUM_THREADS": str(threads["intra_op"])}, (rank,)))
         return Launch(processes=processes, local_ranks=tuple(p.ranks[0] for p in processes),
                       api=f"one worker process per replica, TF_CONFIG ({source}): {', '.join(workers)}")
 
     def open_replica(self, device: str, cpu_threads: dict, replica):
-        """This replica's device (only it visible to TensorFlow) and MultiWorkerMirroredStrategy over the workers."""
-        from backends.tensorflow.device import TensorFlowReplicaDevice
+        """This replica's device (only it visible to TensorFlow) and MultiWorkerMirroredStrategy over the workers;
+        under `strategy: mirrored` (launch says so in HARNESS_TF_STRATEGY) every replica's device, in this one
+        process, and MirroredStrategy over them."""
+        from backends.tensorflow.device import TensorFlowMirroredDevice, TensorFlowReplicaDevice
 
+        if os.environ.get("HARNESS_TF_STRATEGY") == "mirrored":
+            return TensorFlowMirroredDevice(device, cpu_threads, replica)
         return TensorFlowReplicaDevice(device, cpu_threads, replica)
 
     def open_device(self, device: str, cpu_threads: dict):

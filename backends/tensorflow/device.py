@@ -290,6 +290,80 @@ class TensorFlowReplicaDevice(TensorFlowDevice):
         return fields
 
 
+class TensorFlowMirroredDevice(TensorFlowDevice):
+    """Every replica of a data-parallel run in this one process (`tensorflow.strategy: mirrored`): replica i
+    on cuda:K+i (on the CPU, logical CPU device i), MirroredStrategy over them, made before any op runs.
+
+    The gradients are all-reduced inside the process: tf.distribute.NcclAllReduce on GPUs (TensorFlow's
+    default packing, num_packs=1), ReductionToOneDevice on the CPU, which has no NCCL. No barrier is
+    needed: the clock's device sync waits for every GPU of the process.
+    """
+
+    def __init__(self, name: str, cpu_threads: dict, replica):
+        tf = compat.tf_module()
+        self.threads = set_threads(cpu_threads)
+        enable_memory_growth()
+        count = replica.world_size
+        gpus = tf.config.list_physical_devices("GPU")
+        if name == "auto":
+            name = "cuda:0" if gpus else "cpu"
+        if name.startswith("cuda:"):
+            first = int(name.split(":", 1)[1])
+            if first + count > len(gpus):
+                raise Unsupported(f"tensorflow.strategy=mirrored with {count} replicas from {name} needs GPUs "
+                                  f"{first}..{first + count - 1}, but TensorFlow sees {len(gpus)} GPU(s)")
+            tf.config.set_visible_devices(gpus[first:first + count], "GPU")
+            devices = [f"/GPU:{i}" for i in range(count)]
+            self.replica_devices = [f"cuda:{first + i}" for i in range(count)]
+            cross = tf.distribute.NcclAllReduce(num_packs=1)
+            implementation = {"implementation": "tf.distribute.NcclAllReduce", "num_packs": 1}
+        else:
+            tf.config.set_visible_devices([], "GPU")
+            cpus = tf.config.list_physical_devices("CPU")
+            tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * count)
+            devices = [f"/CPU:{i}" for i in range(count)]
+            self.replica_devices = ["cpu"] * count
+            cross = tf.distribute.ReductionToOneDevice(reduce_to_device="/CPU:0")
+            implementation = {"implementation": "tf.distribute.ReductionToOneDevice (the CPU has no NCCL)"}
+        self.placement = Placement(name, devices[0])
+        self.neutral = self.placement.neutral
+        self._peak = AllocatorPeak(self.placement)
+        self._peaks = [AllocatorPeak(Placement(n, d)) for n, d in zip(self.replica_devices, devices)]
+        self.replica = replica
+        self.tf_devices = devices
+        self.strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=cross)
+        if self.strategy.num_replicas_in_sync != count:
+            raise Unsupported(f"MirroredStrategy has {self.strategy.num_replicas_in_sync} replicas in sync, "
+                              f"expected {count} (one device each)")
+        self.allreduce = {"strategy": "tf.distribute.MirroredStrategy", **implementation,
+                          "overlap": "none: the gradients are all-reduced after the whole backward, in the optimizer's apply",
+                          "gradients": "summed over the replicas of a loss divided by the global batch: the mean over it",
+                          "batchnorm": "per replica (Keras BatchNormalization, not SyncBatchNormalization)"}
+
+    def clock(self):
+        wall, api = clock()
+        return wall, f"{api} (every device of the process)"
+
+    def reset_peak(self) -> None:
+        for peak in self._peaks:
+            peak.reset()
+
+    def replica_peaks(self) -> list[dict]:
+        """Each replica's device and its allocator peak (peak_allocated_bytes is replica 0's)."""
+        return [{"replica": i, "device": name, "peak_allocated_bytes": peak.peak_bytes()}
+                for i, (name, peak) in enumerate(zip(self.replica_devices, self._peaks))]
+
+    def scope(self):
+        """Variables made inside are mirrored on every replica's device (strategy.scope())."""
+        return self.strategy.scope()
+
+    def identity(self) -> dict:
+        fields = super().identity()
+        fields["env"]["distributed"] = {"strategy": "MirroredStrategy", "rank": 0, "world_size": self.replica.world_size,
+                                        "devices": list(self.replica_devices)}
+        return fields
+
+
 def environment() -> dict:
     """The framework side of the record's `env`: versions TF was built with, Keras, relevant variables."""
     tf = compat.tf_module()

@@ -233,6 +233,26 @@ def prepare(params, dev, run) -> Prepared:
             images_back = images_back.transpose(0, 3, 1, 2)
         inputs_fingerprint = fingerprint(images_back, labels.numpy())
         del images_back
+    in_process = list(getattr(dev, "tf_devices", None) or []) if strategy is not None else []
+    if len(in_process) > 1:
+        # MirroredStrategy: this process holds every replica. Replica i trains on rank i's images (as the worker
+        # of rank i would), placed on its own device; strategy.run hands each replica its own
+        per_replica = []
+        for i, tf_device in enumerate(in_process):
+            if i == 0:
+                with tf.device(tf_device):
+                    per_replica.append((tf.identity(images), tf.identity(labels)))
+                continue
+            x_host, y_host = synthetic_batch(params, run.seed, replica.rank + i,
+                                             channels_last=data_format == "channels_last", probe=run.probe)
+            with tf.device(tf_device):
+                per_replica.append((tf.constant(x_host), tf.constant(y_host)))
+            del x_host, y_host
+        del images, labels
+        images = strategy.experimental_distribute_values_from_function(
+            lambda context: per_replica[context.replica_id_in_sync_group][0])
+        labels = strategy.experimental_distribute_values_from_function(
+            lambda context: per_replica[context.replica_id_in_sync_group][1])
     optimizer, sgd_api = compat.sgd(params.lr, params.momentum)
     update = compat.optimizer_update(optimizer, variables, loss_scaling=params.precision == "amp_fp16")
     if params.precision == "amp_fp16":
@@ -298,8 +318,12 @@ def prepare(params, dev, run) -> Prepared:
     if strategy is not None:
         step_fn = device.build_replica_step(compute, apply, params.execution, strategy,
                                              run.options.get("distributed_xla", "forward_backward"), placement.is_gpu)
-        api["distribution"] = (f"tf.distribute.MultiWorkerMirroredStrategy, {world} worker processes, one replica each "
-                               f"({dev.allreduce['implementation']}, bytes_per_pack={dev.allreduce['bytes_per_pack']})")
+        if len(in_process) > 1:
+            api["distribution"] = (f"tf.distribute.MirroredStrategy, {world} replicas in one process on "
+                                   f"{', '.join(in_process)} ({dev.allreduce['implementation']})")
+        else:
+            api["distribution"] = (f"tf.distribute.MultiWorkerMirroredStrategy, {world} worker processes, one replica "
+                                   f"each ({dev.allreduce['implementation']}, bytes_per_pack={dev.allreduce['bytes_per_pack']})")
         api["allreduce"] = ", ".join(f"{k}={v}" for k, v in dev.allreduce.items())
     else:
         step_fn = device.build_step(train_step, params.execution)
@@ -328,8 +352,11 @@ def prepare(params, dev, run) -> Prepared:
     def checks() -> dict:
         count = trainable_parameters(model)
         traces = step_fn.traces()
-        if traces is not None and traces > 1:
-            ctx.warnings.append(f"the tf.function training step traced {traces} times (expected once)")
+        # under XLA with MirroredStrategy the compiled forward-backward is traced once per replica's device
+        expected = len(in_process) if len(in_process) > 1 and params.execution == "compiled" else 1
+        if traces is not None and traces > expected:
+            ctx.warnings.append(f"the tf.function training step traced {traces} times (expected "
+                                f"{'once' if expected == 1 else f'{expected} times, once per replica'})")
         return {
             "inputs_fingerprint": inputs_fingerprint,
             "model_parameters": count,
@@ -351,7 +378,8 @@ def prepare(params, dev, run) -> Prepared:
     if strategy is not None:
         from harness.distributed import collective_env
 
-        distributed = {"allreduce": {**dev.allreduce, "env": {k: v for k, v in collective_env().items() if k != "TF_CONFIG"}}}
+        distributed = {"allreduce": {**dev.allreduce, "env": {k: v for k, v in collective_env().items() if k != "TF_CONFIG"}},
+                       "replicas_in_process": max(1, len(in_process))}
     return Prepared(step=step, api=api, checks=checks, timing_fields=timing_fields, distributed=distributed)
 
 
