@@ -154,17 +154,49 @@ def build_plan(
     return interleave(configurations, int(measure.get("processes") or 1), scenario.seed)
 
 
+def bases_first(order: list[int], configurations: list[RunSpec]) -> list[int]:
+    """`order` with every data-parallel configuration (replicas > 1) after the 1-replica configuration of the
+    plan it is scaled against, which is pulled forward to just before it; the rest keeps its shuffled order.
+
+    Used for the first round only: its records can then carry `scaling_efficiency` (the runner reads the
+    base's median from the store as each run finishes). Later rounds stay fully shuffled.
+    """
+    index_of = {c.run_key: i for i, c in enumerate(configurations)}
+    base_of = {}
+    for i, spec in enumerate(configurations):
+        name = getattr(WORKLOADS.get(spec.workload), "replicas_param", None)
+        if name and int(spec.params.get(name) or 1) > 1:
+            key = run_key(spec.scenario, spec.workload, spec.backend, spec.device, {**spec.params, name: 1}, spec.options)
+            if key in index_of:
+                base_of[i] = index_of[key]
+    out: list[int] = []
+    placed: set[int] = set()
+    for i in order:
+        if i in placed:
+            continue
+        base = base_of.get(i)
+        if base is not None and base not in placed:
+            out.append(base)
+            placed.add(base)
+        out.append(i)
+        placed.add(i)
+    return out
+
+
 def interleave(configurations: list[RunSpec], processes: int, seed: int) -> list[RunSpec]:
     """`processes` runs of every configuration, in rounds, each round in its own seeded shuffled order.
 
     A B A B ...: the runs of one configuration are spread over the whole session, never bunched,
-    so a machine that drifts (warms up, throttles, gets busier) moves every side alike.
+    so a machine that drifts (warms up, throttles, gets busier) moves every side alike. In the first
+    round a data-parallel configuration follows its 1-replica base (bases_first).
     """
     rng = random.Random(seed)
     plan = []
     for replicate in range(max(1, processes)):
         order = list(range(len(configurations)))
         rng.shuffle(order)
+        if replicate == 0:
+            order = bases_first(order, configurations)
         for i in order:
             spec = configurations[i]
             plan.append(replace(spec, run_id=new_id(), replicate=replicate))

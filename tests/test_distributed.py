@@ -90,6 +90,39 @@ def test_one_replica_keeps_the_run_key_of_records_made_before_replicas_existed()
         run_key("s", "resnet50_train", "torch", "cpu", params)
 
 
+def test_the_first_round_runs_each_one_replica_base_before_the_data_parallel_runs_scaled_against_it(write_scenario):
+    """The runner fills scaling_efficiency from the base's records already stored: in round 0 every replicas > 1
+    configuration follows its 1-replica one (the sixth GPU session's plan ran one before its base, and that
+    record had no efficiency). Later rounds stay shuffled; every configuration still runs once a round."""
+    from harness.plan import build_plan
+
+    def plan(seed):
+        data = {"name": "dp", "workload": "resnet50_train", "params": TINY, "backends": ["torch", "tensorflow"],
+                "devices": ["cpu"], "seed": seed, "measure": {"processes": 3},
+                "sweep": {"replicas": [2, 4, 1], "torch.optimize_ddp": ["ddp_optimizer", "no_optimization"]}}
+        return build_plan(load_scenario(write_scenario(data)), "s")
+
+    def base_of(spec):
+        return (spec.backend, json.dumps(spec.options, sort_keys=True))
+
+    later_round_base_after = False
+    for seed in range(12):
+        specs = plan(seed)
+        configurations = len({s.run_key for s in specs})
+        assert configurations == 3 * 2 + 3 and len(specs) == 3 * configurations
+        for r in range(3):
+            chunk = specs[r * configurations:(r + 1) * configurations]
+            assert {s.replicate for s in chunk} == {r} and len({s.run_key for s in chunk}) == configurations
+            seen = set()
+            for spec in chunk:
+                if spec.params["replicas"] == 1:
+                    seen.add(base_of(spec))
+                elif base_of(spec) not in seen:
+                    assert r > 0, (seed, spec.label())
+                    later_round_base_after = True
+    assert later_round_base_after  # rounds after the first are not reordered
+
+
 def test_compiler_data_parallel_options_are_left_out_at_their_default_and_checked():
     """torch.optimize_ddp and tensorflow.distributed_xla came after records were stored: at their defaults
     they leave the options (and so the run_key) as before; a bad value is an error naming the option."""
