@@ -154,6 +154,16 @@ def build_plan(
     return interleave(configurations, int(measure.get("processes") or 1), scenario.seed)
 
 
+def one_replica_key(scenario: str, workload: str, backend: str, device: str, params: dict,
+                    options: dict | None = None) -> str | None:
+    """The run_key of the 1-replica configuration a data-parallel one (replicas > 1) is scaled against; None
+    for a configuration that is not data-parallel. The plan orders by it and the runner looks the base up by it."""
+    name = getattr(WORKLOADS.get(workload), "replicas_param", None)
+    if not name or int(params.get(name) or 1) < 2:
+        return None
+    return run_key(scenario, workload, backend, device, {**params, name: 1}, options)
+
+
 def bases_first(order: list[int], configurations: list[RunSpec]) -> list[int]:
     """`order` with every data-parallel configuration (replicas > 1) after the 1-replica configuration of the
     plan it is scaled against, which is pulled forward to just before it; the rest keeps its shuffled order.
@@ -164,11 +174,9 @@ def bases_first(order: list[int], configurations: list[RunSpec]) -> list[int]:
     index_of = {c.run_key: i for i, c in enumerate(configurations)}
     base_of = {}
     for i, spec in enumerate(configurations):
-        name = getattr(WORKLOADS.get(spec.workload), "replicas_param", None)
-        if name and int(spec.params.get(name) or 1) > 1:
-            key = run_key(spec.scenario, spec.workload, spec.backend, spec.device, {**spec.params, name: 1}, spec.options)
-            if key in index_of:
-                base_of[i] = index_of[key]
+        key = one_replica_key(spec.scenario, spec.workload, spec.backend, spec.device, spec.params, spec.options)
+        if key in index_of:
+            base_of[i] = index_of[key]
     out: list[int] = []
     placed: set[int] = set()
     for i in order:

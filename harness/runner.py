@@ -481,15 +481,14 @@ class Runner:
         replicas = int(record.get("replicas") or 1)
         if replicas < 2 or record.get("status") != "ok" or not record.get("median"):
             return
-        from harness.plan import run_key
+        from harness.plan import one_replica_key
         from harness.stats import median
-        from harness.workloads import WORKLOADS
 
-        workload = WORKLOADS.get(record.get("workload"))
-        if workload is None or workload.replicas_param is None:
+        key = one_replica_key(record["scenario"], record["workload"], record["backend"],
+                              record.get("device_requested") or record["device"], record["params"],
+                              record.get("options") or None)
+        if key is None:
             return
-        key = run_key(record["scenario"], record["workload"], record["backend"], record.get("device_requested") or record["device"],
-                      {**record["params"], workload.replicas_param: 1}, record.get("options") or None)
         try:
             ones = self.store.ok_medians(key)
         except Exception:  # noqa: BLE001 - a figure the store cannot give is computed later by compare

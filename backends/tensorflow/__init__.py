@@ -159,12 +159,12 @@ class TensorFlowBackend(Backend):
             from backends.tensorflow.resnet50_train import KERAS_V1_RECOMPUTE_REASON
 
             return KERAS_V1_RECOMPUTE_REASON
-        if (device == "cpu" and (options or {}).get("distributed_xla") == "whole_step"
-                and params.get("execution") == "compiled" and int(params.get("replicas") or 1) > 1):
-            return WHOLE_STEP_XLA_CPU
-        if ((options or {}).get("strategy") == "mirrored" and (options or {}).get("distributed_xla") == "whole_step"
-                and params.get("execution") == "compiled" and int(params.get("replicas") or 1) > 1):
-            return MIRRORED_WHOLE_STEP
+        if ((options or {}).get("distributed_xla") == "whole_step" and params.get("execution") == "compiled"
+                and int(params.get("replicas") or 1) > 1):
+            if device == "cpu":
+                return WHOLE_STEP_XLA_CPU
+            if (options or {}).get("strategy") == "mirrored":
+                return MIRRORED_WHOLE_STEP
         version = self.framework_version()
         keras = self.keras_choice(options)
         major_minor = _version_tuple(version)

@@ -206,6 +206,13 @@ class TensorFlowDevice:
 #: bytes_per_pack of the gradient all-reduce: torch DDP's 25 MiB bucket, so both sides pack alike
 BYTES_PER_PACK = 25 * 1024 * 1024
 
+#: What every tf.distribute strategy harness uses does with the gradients (distributed.allreduce)
+ALLREDUCE_SEMANTICS = {
+    "overlap": "none: the gradients are all-reduced after the whole backward, in the optimizer's apply",
+    "gradients": "summed over the replicas of a loss divided by the global batch: the mean over it",
+    "batchnorm": "per replica (Keras BatchNormalization, not SyncBatchNormalization)",
+}
+
 
 class TensorFlowReplicaDevice(TensorFlowDevice):
     """One worker of a data-parallel run: its one device visible, and MultiWorkerMirroredStrategy made
@@ -241,10 +248,7 @@ class TensorFlowReplicaDevice(TensorFlowDevice):
             raise Unsupported(f"MultiWorkerMirroredStrategy has {self.strategy.num_replicas_in_sync} replicas in sync, "
                               f"expected {replica.world_size} (one device per worker)")
         self.allreduce = {"strategy": "tf.distribute.MultiWorkerMirroredStrategy",
-                          "implementation": implementation.name, "bytes_per_pack": BYTES_PER_PACK,
-                          "overlap": "none: the gradients are all-reduced after the whole backward, in the optimizer's apply",
-                          "gradients": "summed over the replicas of a loss divided by the global batch: the mean over it",
-                          "batchnorm": "per replica (Keras BatchNormalization, not SyncBatchNormalization)"}
+                          "implementation": implementation.name, "bytes_per_pack": BYTES_PER_PACK, **ALLREDUCE_SEMANTICS}
         self._barrier = None
 
     def barrier(self) -> None:
@@ -335,10 +339,7 @@ class TensorFlowMirroredDevice(TensorFlowDevice):
         if self.strategy.num_replicas_in_sync != count:
             raise Unsupported(f"MirroredStrategy has {self.strategy.num_replicas_in_sync} replicas in sync, "
                               f"expected {count} (one device each)")
-        self.allreduce = {"strategy": "tf.distribute.MirroredStrategy", **implementation,
-                          "overlap": "none: the gradients are all-reduced after the whole backward, in the optimizer's apply",
-                          "gradients": "summed over the replicas of a loss divided by the global batch: the mean over it",
-                          "batchnorm": "per replica (Keras BatchNormalization, not SyncBatchNormalization)"}
+        self.allreduce = {"strategy": "tf.distribute.MirroredStrategy", **implementation, **ALLREDUCE_SEMANTICS}
 
     def clock(self):
         wall, api = clock()
