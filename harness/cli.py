@@ -11,6 +11,7 @@ import click
 
 from harness import __version__
 from harness.errors import InputError
+from harness.worker.main import exit_now
 
 COMMANDS = ("run", "validate", "list", "env", "results", "compare", "report")
 
@@ -70,7 +71,5 @@ def run() -> None:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
     if "pyarrow" in sys.modules:
-        from harness.worker import exit_now
-
         exit_now(code)
     sys.exit(code)

@@ -13,13 +13,12 @@ import threading
 import time
 
 import numpy as np
-
 from pydantic import BaseModel, ConfigDict
 
-from harness.adapter import Prepared
-from harness.backend import Backend
 from harness.errors import Unsupported
-from harness.measure import WallClock
+from harness.seam.adapter import Prepared
+from harness.seam.backend import Backend
+from harness.worker.measure import WallClock
 
 
 class FakeOptions(BaseModel):
@@ -89,7 +88,7 @@ class FakeBackend(Backend):
         if action == "hang_at_exit":  # a thread that would keep an orderly interpreter exit waiting forever
             threading.Thread(target=time.sleep, args=(3600,), name="never-ends", daemon=False).start()
         if action == "write_then_hang":  # the result reaches disk, then the process never leaves
-            from harness.worker import write_json_atomic
+            from harness.worker.main import write_json_atomic
 
             write_json_atomic(sys.argv[2], {"status": "ok", "device": "cpu", "samples": [1.0, 1.0, 1.0]})
             time.sleep(3600)

@@ -1,6 +1,6 @@
 """Specs as the worker hands them to a backend, built by the same RunSpec the planner uses."""
 
-from harness.plan import RunSpec
+from harness.session.plan import RunSpec
 from harness.workloads import get_workload
 
 
@@ -25,8 +25,8 @@ def backend_spec(backend: str, workload: str, params: dict, measure: dict, *, de
 def run_backend(backend, spec: dict, ctx=None) -> dict:
     """Run a spec through the core's half of the seam in this process, as the worker does; the record
     fields measured. Raises what the backend raised (Unsupported, an out-of-memory error...)."""
-    from harness.backend import RunContext
-    from harness.execute import measure_run
+    from harness.seam.backend import RunContext
+    from harness.worker.execute import measure_run
 
     fields: dict = {}
     measure_run(backend, spec, ctx if ctx is not None else RunContext(), fields)

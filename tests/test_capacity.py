@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from harness import capacity
-from harness.capacity import fits, find_max_batch, probe_timeout
-from harness.plan import RunSpec
+from harness.session import capacity
+from harness.session.capacity import find_max_batch, fits, probe_timeout
+from harness.session.plan import RunSpec
+from harness.spec.scenario import parse_resolution
 
 
 class ScriptedRunner:
@@ -200,11 +201,11 @@ def test_without_the_device_size_the_search_doubles_as_before():
 
 
 def test_a_resolution_is_images_or_a_share_of_the_answer():
-    assert capacity.parse_resolution(64) == 64 and capacity.parse_resolution("64") == 64
-    assert capacity.parse_resolution("2%") == "2%" and capacity.parse_resolution(" 2.5% ") == "2.5%"
+    assert parse_resolution(64) == 64 and parse_resolution("64") == 64
+    assert parse_resolution("2%") == "2%" and parse_resolution(" 2.5% ") == "2.5%"
     for bad in ("0%", "51%", "x%", "abc", 0, True):
         with pytest.raises(ValueError):
-            capacity.parse_resolution(bad)
+            parse_resolution(bad)
     assert capacity.tolerance(3000, "2%") == 60 and capacity.tolerance(10, "2%") == 1
     assert capacity.tolerance(3000, 64) == 64
 
@@ -256,7 +257,11 @@ def test_an_answer_whose_first_failure_passes_2_31_elements_says_memory_may_not_
 
 def test_a_probe_draws_few_images_and_repeats_them_in_the_run_s_shape():
     # a probe measures memory: its inputs need the run's shape and dtype, not thousands of fresh draws
-    from harness.workloads.resnet50_train import PROBE_DISTINCT_IMAGES, ResNet50Params, synthetic_batch
+    from harness.workloads.resnet50_train import (
+        PROBE_DISTINCT_IMAGES,
+        ResNet50Params,
+        synthetic_batch,
+    )
 
     p = ResNet50Params(batch_size=PROBE_DISTINCT_IMAGES * 2 + 5, image_size=32)
     images, labels = synthetic_batch(p, 0, probe=True)

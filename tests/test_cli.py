@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.commands.run import MIN_MEMORY_LIMIT, parse_size
-from harness.scenario import Measure
-from harness.store import Store
+from harness.results.store import Store
+from harness.worker.measure import Measure
 
 #: One worker process per configuration (measure.processes, where this harness has it): these tests
 #: count runs, and replicates are not what they test.
@@ -75,7 +75,7 @@ def test_unsupported_is_an_answer_not_a_failure_but_a_session_that_measured_noth
 
 
 def test_a_device_that_is_not_there_exits_3(tmp_path, write_scenario, harness_cli):
-    from harness import nvml
+    from harness.machine import nvml
 
     pytest.importorskip("torch")
     if nvml.gpus():
@@ -435,7 +435,7 @@ def test_bad_capacity_flags_exit_2_before_anything_is_written(tmp_path, fake_bac
 
 
 def test_a_capacity_start_that_cannot_train_is_refused_naming_it(tmp_path, write_scenario):
-    from harness.backend import available_backends
+    from harness.seam.backend import available_backends
 
     if not available_backends()["torch"].installed():
         pytest.skip("torch is not installed")

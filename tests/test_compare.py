@@ -14,12 +14,20 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness import stats
 from harness.cli import main
-from harness.compare import SAME, SLOWER, FASTER, INCONCLUSIVE, compare, fail_if_slower, technique_speedups
 from harness.errors import InputError
-from harness.record import FIELDS, SCHEMA_VERSION
-from harness.store import Store, load_results
+from harness.results import stats
+from harness.results.compare import (
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    compare,
+    fail_if_slower,
+    technique_speedups,
+)
+from harness.results.record import FIELDS, SCHEMA_VERSION
+from harness.results.store import Store, load_results
 
 _clock = itertools.count()
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import distributed as dp
-from harness.backend import Backend
 from harness.errors import InputError
-from harness.plan import run_key
-from harness.scenario import load_scenario
+from harness.seam import distributed as dp
+from harness.seam.backend import Backend
+from harness.session.plan import run_key
+from harness.spec.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("torchvision") is not None
@@ -94,7 +94,7 @@ def test_the_first_round_runs_each_one_replica_base_before_the_data_parallel_run
     """The runner fills scaling_efficiency from the base's records already stored: in round 0 every replicas > 1
     configuration follows its 1-replica one (the sixth GPU session's plan ran one before its base, and that
     record had no efficiency). Later rounds stay shuffled; every configuration still runs once a round."""
-    from harness.plan import build_plan
+    from harness.session.plan import build_plan
 
     def plan(seed):
         data = {"name": "dp", "workload": "resnet50_train", "params": TINY, "backends": ["torch", "tensorflow"],
@@ -155,9 +155,10 @@ def test_tensorflow_whole_step_xla_on_the_cpu_is_unsupported_before_a_worker_sta
 def test_torch_optimize_ddp_sets_dynamo_and_is_recorded(choice, split, tmp_path):
     """The option reaches torch._dynamo.config.optimize_ddp, and the record's all-reduce settings say whether
     the all-reduce overlaps the compiled backward (one gloo process: DDP needs a process group)."""
+    from types import SimpleNamespace
+
     import torch
     import torch.distributed as tdist
-    from types import SimpleNamespace
 
     from backends.torch.resnet50_train import data_parallel
 
@@ -411,7 +412,11 @@ def test_tensorflow_mirrored_strategy_trains_every_replica_in_one_process_as_the
 
 
 def test_tensorflow_mirrored_strategy_refuses_whole_step_xla_and_several_nodes():
-    from backends.tensorflow import MIRRORED_MULTI_NODE, MIRRORED_WHOLE_STEP, TensorFlowBackend
+    from backends.tensorflow import (
+        MIRRORED_MULTI_NODE,
+        MIRRORED_WHOLE_STEP,
+        TensorFlowBackend,
+    )
     from harness.errors import Unsupported
 
     b = TensorFlowBackend()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.bundled import resolve_scenario_path
-from harness.scenario import load_scenarios
+from harness.spec.bundled import resolve_scenario_path
+from harness.spec.scenario import load_scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_BOTH = all(importlib.util.find_spec(m) is not None for m in ("torch", "tensorflow"))
@@ -43,7 +43,7 @@ def run(tmp_path, text: str, *args: str) -> list[dict]:
 
 def test_the_bundled_comparison_pairs_every_mode_and_both_keras_without_flags():
     (resnet, gemm) = load_scenarios(resolve_scenario_path("frameworks"), [])
-    from harness.plan import build_plan
+    from harness.session.plan import build_plan
 
     plan = [s for s in build_plan(resnet, "s") if s.replicate == 0]  # one process of each configuration
     tf_runs = [s for s in plan if s.backend == "tensorflow"]

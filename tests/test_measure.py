@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from harness.measure import BlockTime, run_timed
+from harness.worker.measure import BlockTime, run_timed
 
 
 class ScriptedClock:
@@ -82,15 +82,15 @@ def test_telemetry_covers_only_the_timed_blocks():
 @pytest.mark.parametrize("bad", [{"steps": 0}, {"repeats": 0}])
 def test_the_scenario_schema_refuses_empty_measurements(bad, write_scenario):
     from harness.errors import InputError
-    from harness.scenario import load_scenario
+    from harness.spec.scenario import load_scenario
 
     with pytest.raises(InputError):
         load_scenario(write_scenario({"name": "m", "workload": "gemm", "params": {"size": 8}, "measure": bad}))
 
 
 def test_progress_hears_each_phase_and_the_rate_so_far():
-    from harness import stats
-    from harness.measure import WallClock
+    from harness.results import stats
+    from harness.worker.measure import WallClock
 
     events = []
     timing = run_timed(lambda: None, WallClock(), {"warmup": 2, "steps": 3, "repeats": 4},

@@ -5,8 +5,15 @@ Fast and framework-free: plain dicts for records, no backend imported.
 
 import pytest
 
-from harness import peaks
-from harness.peaks import DATASHEETS, PRECISIONS, datasheet, pct_of_peak, peak_tflops, unknown_device_warning
+from harness.machine import peaks
+from harness.machine.peaks import (
+    DATASHEETS,
+    PRECISIONS,
+    datasheet,
+    pct_of_peak,
+    peak_tflops,
+    unknown_device_warning,
+)
 
 GIB = 2**30
 MIB = 2**20
@@ -200,9 +207,9 @@ def test_datasheet_returns_a_copy():
     assert datasheet("NVIDIA GeForce RTX 4090")["fp32"] == 82.6
 
 
-# --------------------------------------------------------------------------- through harness.compare
+# --------------------------------------------------------------------------- through harness.results.compare
 def _gemm_record(median: float, device: str, device_name: str, precision: str, seed: int) -> dict:
-    """An ok gemm record, enough of one for harness.compare: samples spread 0.2% around `median`."""
+    """An ok gemm record, enough of one for harness.results.compare: samples spread 0.2% around `median`."""
     samples = [median * (1 + 0.002 * ((seed * 7 + i * 13) % 11 - 5) / 5) for i in range(12)]
     return {
         "schema_version": 1, "run_id": f"r{seed}", "session_id": "s1", "run_key": f"gemm-{device}",
@@ -218,7 +225,7 @@ def _gemm_record(median: float, device: str, device_name: str, precision: str, s
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
 def test_compare_by_device_shows_the_a6000_4090_datasheet_ratio(precision):
-    from harness.compare import compare
+    from harness.results.compare import compare
 
     a6000, rtx4090 = "NVIDIA RTX A6000", "NVIDIA GeForce RTX 4090"
     records = [
@@ -234,7 +241,8 @@ def test_compare_by_device_shows_the_a6000_4090_datasheet_ratio(precision):
 
 
 def test_compare_tells_an_ambiguous_device_name_apart_by_what_its_records_hold():
-    from harness.compare import datasheet_ratio, gpu_size
+    from harness.machine.peaks import gpu_size
+    from harness.results.compare import datasheet_ratio
 
     record = {"device": "cuda:1", "env": {"variables": {"CUDA_VISIBLE_DEVICES": "3,2"},
                                           "gpus": [{"index": 2, "memory_total_bytes": 80 * 2**30}],

@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.adapter import Prepared
-from harness.plan import RunSpec, run_key
-from harness.runner import ProgressReader, Runner
-from harness.store import Store
-
+from harness.results.store import Store
+from harness.seam.adapter import Prepared
+from harness.session.plan import RunSpec, run_key
+from harness.session.runner import ProgressReader, Runner
 from tests.fake_backend import FakeBackend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,8 +204,8 @@ def _plan(workload="resnet50_train", device="auto", runs=8, **params):
 
 
 def test_an_estimate_comes_from_earlier_runs_of_the_same_configurations(monkeypatch):
-    from harness import nvml
     from harness.commands.run import forecast
+    from harness.machine import nvml
 
     monkeypatch.setattr(nvml, "gpus", lambda: [{"index": 0}])
     plan = _plan(runs=4)
@@ -220,8 +219,8 @@ def test_an_estimate_comes_from_earlier_runs_of_the_same_configurations(monkeypa
 
 
 def test_a_gpu_sized_session_on_the_cpu_is_warned_about_with_a_range(monkeypatch):
-    from harness import nvml
     from harness.commands.run import forecast, session_work_tflop
+    from harness.machine import nvml
 
     plan = _plan(batch_size=32, image_size=224)
     work = session_work_tflop(plan)
@@ -240,8 +239,8 @@ def test_a_gpu_sized_session_on_the_cpu_is_warned_about_with_a_range(monkeypatch
 def test_dry_run_warns_before_a_gpu_sized_session_on_the_cpu(monkeypatch, tmp_path):
     from click.testing import CliRunner
 
-    from harness import nvml
     from harness.cli import main
+    from harness.machine import nvml
 
     monkeypatch.setattr(nvml, "gpus", lambda: [])
     monkeypatch.chdir(tmp_path)

@@ -17,12 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from click.testing import CliRunner
 
-from harness.capacity import search
 from harness.cli import main
 from harness.commands.run import remaining_runs
-from harness.scenario import Measure
-from harness.store import Store
-
+from harness.results.store import Store
+from harness.session.capacity import search
+from harness.worker.measure import Measure
 from tests.conftest import RELIABILITY
 
 #: One worker process per configuration (measure.processes, where this harness has it): these tests
@@ -156,9 +155,9 @@ def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, wr
 
 
 def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fake_backend):
-    from harness.capacity import find_max_batch
-    from harness.plan import RunSpec
-    from harness.runner import Runner
+    from harness.session.capacity import find_max_batch
+    from harness.session.plan import RunSpec
+    from harness.session.runner import Runner
 
     spec = RunSpec(run_id="r", session_id="s", run_key="k", scenario="cap", workload="resnet50_train", backend="fake",
                    device="cpu", params={"batch_size": 2, "image_size": 32}, seed=0,

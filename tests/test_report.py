@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.errors import InputError
-from harness.report import markdown_table, write_report
+from harness.present.report import markdown_table, write_report
 from tests.test_compare import make_record, store_records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,8 +5,13 @@ import re
 
 import pytest
 
-from harness import report as rp
-from harness.report import build_sections, html_table, markdown_table, write_report
+from harness.present import report as rp
+from harness.present.report import (
+    build_sections,
+    html_table,
+    markdown_table,
+    write_report,
+)
 from tests.test_compare import make_record, processes
 
 H200 = "NVIDIA H200"

@@ -10,11 +10,10 @@ import time
 
 import pytest
 
-from harness.plan import RunSpec, run_key
-from harness.runner import Runner
-from harness.scenario import Measure
-from harness.store import Store
-
+from harness.results.store import Store
+from harness.session.plan import RunSpec, run_key
+from harness.session.runner import Runner
+from harness.worker.measure import Measure
 from tests.conftest import RELIABILITY
 
 #: One worker process per configuration (measure.processes, where this harness has it): these tests
@@ -134,7 +133,7 @@ def test_a_backend_that_is_not_registered_is_unsupported_without_a_worker(runner
 
 def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(tmp_path, write_scenario, harness_cli):
     # torch's BatchNorm cannot train on a batch of one (issue 13, case 9): known at plan time
-    from harness.backend import available_backends
+    from harness.seam.backend import available_backends
 
     if not available_backends()["torch"].installed():
         pytest.skip("torch is not installed")

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from harness import stats
+from harness.results import stats
 
 
 def normal(mean, rel_noise, n, seed):

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.store import Store
-from harness.table import cell, fit, results_text, terminal_width
+from harness.present.table import cell, fit, results_text, terminal_width
+from harness.results.store import Store
 
 LONG_NOTE = ("CV 12.3% exceeds 5%: spread too wide to trust; busy machine: load average 3.1 exceeds the 2 cores; "
              "rate fell 33% from the first to the last timed block")

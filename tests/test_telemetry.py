@@ -5,11 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import nvml as nvml_mod
-from harness import stats, telemetry
-from harness.backend import RunContext
-from harness.execute import summarize, telemetry_fields
-from harness.peaks import pct_of_peak
+from harness.machine import nvml as nvml_mod, telemetry
+from harness.machine.peaks import pct_of_peak
+from harness.results import stats
+from harness.seam.backend import RunContext
+from harness.worker.execute import summarize, telemetry_fields
 
 
 class FakeNvml:

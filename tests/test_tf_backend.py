@@ -1,6 +1,6 @@
 """The TensorFlow backend, run in-process on the CPU with tiny sizes (64x64 images, batch 2, 1-2 steps).
 
-Each test runs a spec through harness.execute.measure_run (tests.specs.run_backend) as the worker does,
+Each test runs a spec through harness.worker.execute.measure_run (tests.specs.run_backend) as the worker does,
 with a spec shaped as docs/architecture.md says. First steps of tf.function (~5-15 s) and XLA (~10-30 s) dominate.
 
 TensorFlow is imported by the tests, never when this file is collected: importing triton (which
@@ -23,14 +23,16 @@ import pytest
 if importlib.util.find_spec("tensorflow") is None:
     pytest.skip("tensorflow is not installed", allow_module_level=True)
 
-from harness.backend import RunContext  # noqa: E402
+from backends.tensorflow import (  # noqa: E402  (neither imports tensorflow)
+    TensorFlowBackend,
+    compat,
+    gemm as tf_gemm,  # noqa: E402
+    resnet50_train as tf_resnet,  # noqa: E402
+)
 from harness.errors import Unsupported  # noqa: E402
+from harness.seam.backend import RunContext  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
 from tests.specs import backend_spec, run_backend, run_handloop  # noqa: E402
-
-from backends.tensorflow import TensorFlowBackend, compat  # noqa: E402  (neither imports tensorflow)
-from backends.tensorflow import gemm as tf_gemm  # noqa: E402
-from backends.tensorflow import resnet50_train as tf_resnet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,7 +94,7 @@ def test_backend_declares_its_names_and_techniques():
 def test_memory_growth_can_be_turned_off_and_the_default_keeps_old_run_keys(monkeypatch):
     # TensorFlow's default allocator (growth off: one region) may fit batches that growth's regions cannot;
     # harness keeps growth on unless a run asks, and a run that does not ask keeps the key it always had
-    from harness.plan import run_key
+    from harness.session.plan import run_key
 
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
     backend = TensorFlowBackend()
@@ -214,7 +216,7 @@ def test_gemm_is_correct_on_the_cpu(precision):
 
 
 def test_gemm_tf32_on_the_cpu_is_unsupported_with_a_reason_naming_the_resolved_device():
-    from harness.execute import execute as worker_execute
+    from harness.worker.execute import execute as worker_execute
 
     fields = worker_execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto"))
     assert fields["status"] == "unsupported" and "TF32 is a tensor-core format" in fields["error"]

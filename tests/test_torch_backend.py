@@ -18,12 +18,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from harness.backend import RunContext  # noqa: E402
+from backends.torch import TorchBackend  # noqa: E402
 from harness.errors import OutOfMemory, Unsupported  # noqa: E402
+from harness.seam.backend import RunContext  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
 from tests.specs import backend_spec, run_backend, run_handloop  # noqa: E402
-
-from backends.torch import TorchBackend  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_CUDA = torch.cuda.is_available()

@@ -11,15 +11,26 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness import stats
 from harness.cli import main
-from harness.compare import (
-    ALPHA, FASTER, INCONCLUSIVE, MIN_EFFECT_PCT, SAME, SLOWER, backend_variant, compare, describe_fastest,
-    display_rows, fastest_configurations, is_difference,
+from harness.machine.envcheck import busy_reasons, environment_warnings
+from harness.results import stats
+from harness.results.compare import (
+    ALPHA,
+    FASTER,
+    INCONCLUSIVE,
+    MIN_EFFECT_PCT,
+    SAME,
+    SLOWER,
+    backend_variant,
+    compare,
+    describe_fastest,
+    display_rows,
+    fastest_configurations,
+    is_difference,
 )
-from harness.envcheck import busy_reasons, environment_warnings
-from harness.plan import RunSpec, build_plan
-from harness.scenario import Measure, load_scenario
+from harness.session.plan import RunSpec, build_plan
+from harness.spec.scenario import load_scenario
+from harness.worker.measure import Measure
 from tests.test_compare import make_record, processes, store_records
 
 DEFAULT_PROCESSES = Measure().processes
@@ -347,7 +358,7 @@ def test_a_run_on_a_busy_machine_is_warned_about_before_it_starts():
 
 
 def test_every_record_and_harness_env_capture_the_machine_state():
-    from harness.env import capture
+    from harness.machine.env import capture
 
     env = capture()
     for key in ("load_average", "cpu_usable", "cpu_count", "cpu_governor", "gpu_processes"):
@@ -374,7 +385,7 @@ def test_compare_marks_verdicts_whose_records_were_measured_on_a_busy_machine():
 
 
 def test_inconclusive_and_no_difference_are_not_regressions():
-    from harness.compare import fail_if_slower
+    from harness.results.compare import fail_if_slower
 
     few = compare(processes(1000.0, n=2, seed=1) + processes(500.0, n=2, backend="tensorflow", seed=2), ["backend"])
     assert few.iloc[0]["verdict"].startswith(INCONCLUSIVE)

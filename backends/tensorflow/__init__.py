@@ -13,10 +13,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.backend import Backend
 from harness.errors import ONEDNN_ALLOCATION, first_line, line_naming
+from harness.seam.backend import Backend
 from harness.workloads import technique_values
-
 
 #: Messages of allocation failures that TensorFlow raises as some other error type (InternalError and
 #: friends, e.g. a GPU-to-host copy into memory that could not be allocated). GPU ones not yet seen here.
@@ -205,8 +204,13 @@ class TensorFlowBackend(Backend):
         """
         import json
 
-        from harness.distributed import Launch, LaunchProcess, free_ports, threads_per_replica
         from harness.errors import Unsupported
+        from harness.seam.distributed import (
+            Launch,
+            LaunchProcess,
+            free_ports,
+            threads_per_replica,
+        )
 
         replicas = int(spec["params"].get("replicas") or 1)
         if (spec.get("options") or {}).get("strategy") == "mirrored":
@@ -246,7 +250,10 @@ class TensorFlowBackend(Backend):
         """This replica's device (only it visible to TensorFlow) and MultiWorkerMirroredStrategy over the workers;
         under `strategy: mirrored` (launch says so in HARNESS_TF_STRATEGY) every replica's device, in this one
         process, and MirroredStrategy over them."""
-        from backends.tensorflow.device import TensorFlowMirroredDevice, TensorFlowReplicaDevice
+        from backends.tensorflow.device import (
+            TensorFlowMirroredDevice,
+            TensorFlowReplicaDevice,
+        )
 
         if os.environ.get("HARNESS_TF_STRATEGY") == "mirrored":
             return TensorFlowMirroredDevice(device, cpu_threads, replica)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from harness.errors import Unsupported
-from harness.measure import WallClock
-
 from backends.tensorflow import compat
+from harness.errors import Unsupported
+from harness.worker.measure import WallClock
 
 #: Environment variables that change what TensorFlow does, recorded with each run.
 ENV_VARIABLES = (
@@ -104,8 +103,8 @@ def device_name(placement: Placement) -> str | None:
 
 
 def cpu_model_name() -> str | None:
-    """The CPU's model name (harness.env reads /proc/cpuinfo)."""
-    from harness.env import cpu_model
+    """The CPU's model name (harness.machine.env reads /proc/cpuinfo)."""
+    from harness.machine.env import cpu_model
 
     return cpu_model() or None
 
@@ -172,7 +171,7 @@ def set_threads(cpu_threads: dict) -> dict:
 
 
 class TensorFlowDevice:
-    """A resolved device as TensorFlow sees it (harness.adapter.Device)."""
+    """A resolved device as TensorFlow sees it (harness.seam.adapter.Device)."""
 
     def __init__(self, name: str, cpu_threads: dict):
         self.threads = set_threads(cpu_threads)
@@ -265,7 +264,7 @@ class TensorFlowReplicaDevice(TensorFlowDevice):
             value.numpy()
 
     def clock(self):
-        from harness.distributed import BarrierClock
+        from harness.seam.distributed import BarrierClock
 
         sync, api = compat.device_sync()
         state = {"sync": sync}

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapter import Prepared
+from backends.tensorflow import compat, device
+from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint
 from harness.workloads.gemm import check_product, gemm_inputs, sample_rows
-
-from backends.tensorflow import compat, device
 
 #: The TensorFlow dtype the operands are multiplied in, per neutral precision.
 DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}

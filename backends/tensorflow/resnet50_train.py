@@ -19,12 +19,16 @@ from functools import partial
 
 import numpy as np
 
-from harness.adapter import Prepared
-from harness.errors import Unsupported
-from harness.workloads.base import fingerprint
-from harness.workloads.resnet50_train import EXPANSION, STAGES, parameter_count, synthetic_batch
-
 from backends.tensorflow import compat, device
+from harness.errors import Unsupported
+from harness.seam.adapter import Prepared
+from harness.workloads.base import fingerprint
+from harness.workloads.resnet50_train import (
+    EXPANSION,
+    STAGES,
+    parameter_count,
+    synthetic_batch,
+)
 
 #: The Keras dtype policy for each neutral precision (TF32 is float32 with TF32 matmul/conv on).
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp_fp16": "mixed_float16", "amp_bf16": "mixed_bfloat16"}
@@ -376,7 +380,7 @@ def prepare(params, dev, run) -> Prepared:
 
     distributed = None
     if strategy is not None:
-        from harness.distributed import collective_env
+        from harness.seam.distributed import collective_env
 
         distributed = {"allreduce": {**dev.allreduce, "env": {k: v for k, v in collective_env().items() if k != "TF_CONFIG"}},
                        "replicas_in_process": max(1, len(in_process))}

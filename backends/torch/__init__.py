@@ -11,10 +11,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.backend import Backend
-from harness.workloads import technique_values
 from harness.errors import ONEDNN_ALLOCATION, allocation_failure
-
+from harness.seam.backend import Backend
+from harness.workloads import technique_values
 
 #: Messages of allocation failures that torch does not raise as OutOfMemoryError. cuDNN and cuBLAS
 #: report a failed workspace allocation near the memory limit as an internal/alloc error
@@ -128,7 +127,12 @@ class TorchBackend(Backend):
         """
         import sys
 
-        from harness.distributed import Launch, LaunchProcess, threads_per_replica, torchrun_failures
+        from harness.seam.distributed import (
+            Launch,
+            LaunchProcess,
+            threads_per_replica,
+            torchrun_failures,
+        )
 
         replicas = int(spec["params"].get("replicas") or 1)
         local = replicas // cluster.nnodes

@@ -6,11 +6,10 @@ import importlib.metadata as md
 import time
 from typing import Any, Callable
 
-from harness.devices import gpu_index, normalize_device
-from harness.errors import Unsupported
-from harness.measure import BlockTime, WallClock
-
 from backends.torch import compat
+from harness.errors import Unsupported
+from harness.spec.devices import gpu_index, normalize_device
+from harness.worker.measure import BlockTime, WallClock
 
 #: A step whose synchronized wall time exceeds its device-busy time by this factor is host-bound.
 HOST_BOUND_RATIO = 1.25
@@ -53,7 +52,7 @@ def device_name(device) -> str:
 
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    from harness.env import cpu_model
+    from harness.machine.env import cpu_model
 
     return cpu_model() or "cpu"
 
@@ -70,7 +69,7 @@ def compute_capability(device) -> tuple[int, int] | None:
 class CudaClock:
     """CUDA events around a region plus a wall clock read after a device synchronization.
 
-    Implements harness.measure.Clock: the wall time is what the headline uses; the event time is
+    Implements harness.worker.measure.Clock: the wall time is what the headline uses; the event time is
     the device's view of the same region (they differ by launch gaps at the edges).
     """
 
@@ -249,7 +248,7 @@ def set_threads(cpu_threads: dict) -> dict:
 
 
 class TorchDevice:
-    """A resolved device as torch sees it (harness.adapter.Device)."""
+    """A resolved device as torch sees it (harness.seam.adapter.Device)."""
 
     def __init__(self, name: str, cpu_threads: dict):
         self.threads = set_threads(cpu_threads)
@@ -316,7 +315,7 @@ class TorchReplicaDevice(TorchDevice):
             dist.barrier()
 
     def clock(self):
-        from harness.distributed import BarrierClock
+        from harness.seam.distributed import BarrierClock
 
         inner, api = super().clock()
         return BarrierClock(inner, self.barrier), f"torch.distributed.barrier() ({self.dist_backend}), then {api}"

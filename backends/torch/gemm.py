@@ -6,11 +6,10 @@ allocator both hand a freed block back without a device allocation).
 
 from __future__ import annotations
 
-from harness.adapter import Prepared
+from backends.torch import compat, precision as precisions
+from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint
 from harness.workloads.gemm import check_product, gemm_inputs, sample_rows
-
-from backends.torch import compat, precision as precisions
 
 #: Untimed products on a side stream before a CUDA graph is captured (cuBLAS picks kernels and workspace).
 GRAPH_WARMUP = 3

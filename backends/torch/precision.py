@@ -6,10 +6,9 @@ off for everything else, so an fp32 result never silently uses tensor-core round
 
 from __future__ import annotations
 
-from harness.errors import Unsupported
-
 from backends.torch import compat
 from backends.torch.device import compute_capability
+from harness.errors import Unsupported
 
 #: gemm operand dtype per precision (tf32 multiplies float32 tensors with TF32 tensor cores).
 GEMM_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}

@@ -8,12 +8,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable
 
-from harness.adapter import Prepared
+from backends.torch import compat, precision as precisions
 from harness.errors import Unsupported
+from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import synthetic_batch
-
-from backends.torch import compat, precision as precisions
 
 #: torch.compile modes that capture the compiled graphs in CUDA graphs (torch's docs: reduce-overhead, max-autotune)
 CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
@@ -232,7 +231,7 @@ def data_parallel(model, device, p, optimize_ddp: str = "ddp_optimizer"):
             else:
                 allreduce["overlap"] += " (Dynamo's DDPOptimizer splits the compiled graph at the bucket boundaries)"
         allreduce["dynamo_optimize_ddp"] = getattr(config, "optimize_ddp", None)
-    from harness.distributed import collective_env
+    from harness.seam.distributed import collective_env
 
     allreduce["env"] = collective_env()
     api = (f"torch.nn.parallel.DistributedDataParallel({', '.join(f'{k}={v}' for k, v in DDP_SETTINGS.items())}), "

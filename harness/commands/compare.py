@@ -7,6 +7,26 @@ import math
 
 import click
 
+from harness.errors import InputError
+from harness.present.report import markdown_table
+from harness.present.table import cell, describe, fit
+from harness.results.compare import (
+    CI_WITHIN,
+    DATASHEET_COLUMNS,
+    MIN_EFFECT_PCT,
+    RESULT_COLUMNS,
+    compare,
+    describe_common,
+    describe_fastest,
+    display_rows,
+    fail_if_slower,
+    fastest_configurations,
+    load_records,
+    parse_by,
+    slowdown_pct,
+    table_notes,
+)
+
 FORMATS = ("table", "csv", "json", "markdown")
 
 
@@ -46,11 +66,6 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
     fastest configuration. The table fits the terminal ($COLUMNS, else its width): what every row
     shares is said on the line above it and long warnings are shortened; --wide prints everything.
     """
-    from harness.compare import (
-        MIN_EFFECT_PCT, compare, describe_common, describe_fastest, display_rows, fail_if_slower,
-        fastest_configurations, load_records, parse_by, slowdown_pct, table_notes,
-    )
-    from harness.errors import InputError
 
     by = parse_by(by)
     if fail_pct is not None and fail_pct < 0:
@@ -81,8 +96,6 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
     else:
         common, rows = display_rows(table)
         if fmt == "markdown":
-            from harness.report import markdown_table
-
             click.echo(describe_common(common) + "\n")
             click.echo(markdown_table(rows))
         else:
@@ -125,8 +138,6 @@ def table_lines(table, common: dict, rows: list[dict], *, wide: bool = False, wi
     Integers stay integers (`size=1024`, also where pandas made the column float); a ratio without
     an interval (one process against several, or one timed block) says `[n/a]`.
     """
-    from harness.compare import CI_WITHIN, DATASHEET_COLUMNS, RESULT_COLUMNS
-    from harness.table import cell, describe, fit
 
     raw = table.to_dict(orient="records") if hasattr(table, "to_dict") else list(table)
     shown = []
@@ -155,7 +166,6 @@ def table_lines(table, common: dict, rows: list[dict], *, wide: bool = False, wi
 
 def _where(row: dict, common: dict) -> str:
     """The match fields that tell this row from the others ('' when there is one kind of row)."""
-    from harness.compare import DATASHEET_COLUMNS, RESULT_COLUMNS
 
     skip = set(RESULT_COLUMNS) | set(DATASHEET_COLUMNS) | set(common)
     where = ", ".join(f"{k}={v}" for k, v in row.items() if k not in skip and v is not None and v == v)

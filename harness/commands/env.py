@@ -6,13 +6,14 @@ import json
 
 import click
 
+from harness.machine.env import capture
+from harness.machine.envcheck import environment_warnings
+
 
 @click.command("env")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def command(as_json: bool) -> None:
     """Show python, framework, CUDA driver, GPU and CPU details and the machine's load (no framework is imported)."""
-    from harness.env import capture
-    from harness.envcheck import environment_warnings
 
     env = capture()
     env["warnings"] = environment_warnings(env)

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import click
 
+from harness.seam.backend import BROKEN, available_backends
+from harness.spec.bundled import bundled_scenarios
+from harness.spec.scenario import read_scenario_documents
+from harness.workloads import WORKLOADS
+
 
 def _summary(document: dict) -> str:
     return f"{document.get('workload', '?')}: {document.get('description', '') or ''}".strip()
@@ -12,10 +17,6 @@ def _summary(document: dict) -> str:
 @click.command("list")
 def command() -> None:
     """List bundled scenarios, workloads, and backends with their framework versions."""
-    from harness.backend import BROKEN, available_backends
-    from harness.bundled import bundled_scenarios
-    from harness.scenario import read_scenario_documents
-    from harness.workloads import WORKLOADS
 
     click.echo("Scenarios:")
     for path in bundled_scenarios():

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import click
 
+from harness.commands.run import work_left
+from harness.present.report import write_report
+from harness.results.compare import load_records
+from harness.results.store import Store, default_store_path
+
 
 @click.command("report")
 @click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
@@ -12,8 +17,6 @@ import click
               help="Folder for report.html, report.md and the plots' PNG files.")
 def command(store_path, sessions, output) -> None:
     """Write DIR/report.html (self-contained) and DIR/report.md with PNG plots beside it."""
-    from harness.compare import load_records
-    from harness.report import write_report
 
     records = load_records(store_path, sessions)
     written = write_report(records, output, sessions=unfinished_sessions(store_path, records))
@@ -25,8 +28,6 @@ def unfinished_sessions(store_path, records) -> list[dict]:
     """The sessions of these records that did not finish (interrupted, failed, abandoned, still running),
     each with its planned runs (capacity searches, for a capacity session) and how many of them have no ok
     result (what `--resume` would run)."""
-    from harness.commands.run import work_left
-    from harness.store import Store, default_store_path
 
     out = []
     with Store(str(store_path or default_store_path()), readonly=True) as store:

@@ -6,6 +6,16 @@ import json
 
 import click
 
+from harness.errors import InputError
+from harness.present.table import fit, summary_table
+from harness.results.record import Result
+from harness.results.store import (
+    Store,
+    default_store_path,
+    read_importable,
+    records_frame,
+)
+
 FORMATS = ("table", "csv", "json", "parquet")
 
 
@@ -13,7 +23,6 @@ def _integer_fields() -> list[str]:
     """Record fields typed `int | None` (byte counts...): exported as integers even where some are null."""
     import dataclasses
 
-    from harness.record import Result
 
     return [f.name for f in dataclasses.fields(Result) if str(f.type).replace(" ", "") in ("int|None", "int")]
 
@@ -56,9 +65,6 @@ def command(store_path, fmt, session, output, imports, list_sessions, wide) -> N
     """
     from pathlib import Path
 
-    from harness.errors import InputError
-    from harness.store import Store, default_store_path, read_importable, records_frame
-    from harness.table import summary_table
 
     path = str(store_path or default_store_path())
     if imports:
@@ -156,12 +162,9 @@ def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:
         writer.writerows(rows)
         return out.getvalue().rstrip("\n")
     if fmt == "parquet":
-        from harness.errors import InputError
-
         raise InputError("--sessions: --format table, csv or json", field="--format")
     if not rows:
         return "(no sessions)"
-    from harness.table import fit
 
     fitted = fit(rows, wide=wide, move=False, required=("session", "started (UTC)", "status", "runs", "results", "ok"),
                  shorten=("command", "scenario"), optional=("scenario",))

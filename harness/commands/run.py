@@ -10,6 +10,34 @@ import sys
 
 import click
 
+from harness.errors import InputError, StoreError, StoreWriteError
+from harness.machine import nvml
+from harness.machine.envcheck import environment_warnings
+from harness.present.table import summary_table
+from harness.results import stats
+from harness.results.record import FAILING_STATUSES
+from harness.results.store import (
+    Store,
+    default_store_path,
+    owner_alive,
+    read_importable,
+)
+from harness.seam.backend import resolve_backend_name
+from harness.session.capacity import capacity_key, find_max_batch as search
+from harness.session.plan import RunSpec, build_plan, new_id
+from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
+from harness.spec.bundled import resolve_scenario_path
+from harness.spec.devices import normalize_device
+from harness.spec.scenario import (
+    DEFAULT_MAX_RUNS,
+    Capacity,
+    load_scenarios,
+    parse_resolution,
+    read_scenario_documents,
+)
+from harness.worker.measure import measure_settings
+from harness.workloads import WORKLOADS
+
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
           "g": 10**9, "gb": 10**9, "gib": 1024**3, "t": 10**12, "tb": 10**12, "tib": 1024**4}
 
@@ -35,7 +63,6 @@ def parse_size(text: str) -> int:
     import re
     from fractions import Fraction
 
-    from harness.errors import InputError
 
     expected = f"expected a size such as 4GiB, 1.5GiB or 2000MB, at least {MIN_MEMORY_LIMIT_TEXT}"
     shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:37] + "...")
@@ -70,7 +97,7 @@ def _free_bytes(path: str) -> int | None:
 
 def _cluster_flag(ctx, param, value):
     """--nnodes, --node-rank, --rdzv-endpoint, --rdzv-id: kept in HARNESS_NNODES etc., which the Runner reads
-    (harness.distributed.Cluster.from_env checks them together)."""
+    (harness.seam.distributed.Cluster.from_env checks them together)."""
     if value is not None:
         os.environ[f"HARNESS_{param.name.upper()}"] = str(value)
     return value
@@ -78,7 +105,6 @@ def _cluster_flag(ctx, param, value):
 
 def _check_timeout(ctx, param, value):
     """--timeout: finite, more than 0, at most 7 days (InputError, exit 2, otherwise)."""
-    from harness.errors import InputError
 
     if value is None:
         return None
@@ -151,7 +177,7 @@ class Progress:
         self._line(f"[{i}/{n}] {status}{figure} in {record.get('duration_s') or 0:.1f} s")
 
     def progress(self, spec, event: dict) -> None:
-        """One event from the running worker (harness.measure.run_timed's phases)."""
+        """One event from the running worker (harness.worker.measure.run_timed's phases)."""
         text = describe_event(spec, event, live=self.live)
         if text is None:
             return
@@ -164,7 +190,6 @@ class Progress:
 def describe_event(spec, event: dict, *, live: bool) -> str | None:
     """A progress event in words: the phase, the rate so far with its unit, the time left. None
     for an event a log need not show (not live: only the first step's end and the timed blocks)."""
-    from harness.workloads import WORKLOADS
 
     phase = event.get("phase")
     probe = f"probe at batch_size={spec.params.get('batch_size')}: " if spec.measure.get("probe") else ""
@@ -196,7 +221,7 @@ def describe_event(spec, event: dict, *, live: bool) -> str | None:
         else:
             of, left = f"block {block} of {max(block, repeats)}", ""
         return f"{probe}{of}: {figure}{left}"
-    if phase == "probe_done":  # harness.capacity, after each probe: its answer and where its time went
+    if phase == "probe_done":  # harness.session.capacity, after each probe: its answer and where its time went
         outcome = {True: "fits", False: "does not fit", None: "failed"}[event.get("fits")]
         if event.get("fits") is False and event.get("status") not in ("oom", None):
             outcome += f" ({event['status']})"
@@ -241,8 +266,6 @@ def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> lis
 def capacity_searches_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[list[dict], int]:
     """A capacity session's plan entries still to search (one per configuration with no ok capacity record:
     its probes are redone) and how many searches it planned."""
-    from harness.capacity import capacity_key
-    from harness.plan import RunSpec
 
     keys = [capacity_key(RunSpec.from_dict(entry)) for entry in entries]
     left, seen = [], {key for key, _ in ok}
@@ -263,7 +286,6 @@ def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[in
 
 def _mark(store, session_id: str, state: str) -> bool:
     """Mark a session's end state; a store that cannot take it is reported, not raised."""
-    from harness.errors import StoreError
 
     try:
         store.end_session(session_id, state)
@@ -283,8 +305,6 @@ def _load_filtered(path, overrides: list[str], limit: int, backends: list[str] |
     backends and devices each document names beyond the chosen ones, and the plan itself is counted
     once built (`_too_many`).
     """
-    from harness.errors import InputError
-    from harness.scenario import DEFAULT_MAX_RUNS, load_scenarios, read_scenario_documents
 
     scale = 1
     if backends or devices:
@@ -350,9 +370,6 @@ def capacity_settings(scenario, flags: dict, specs, runner) -> dict:
     """
     from pydantic import ValidationError
 
-    from harness.capacity import capacity_key
-    from harness.errors import InputError
-    from harness.scenario import Capacity
 
     block = scenario.capacity
     settings = (block or Capacity()).model_dump()
@@ -423,8 +440,6 @@ def _stored_records(path) -> list[dict]:
     """The records of a store, for an estimate; none where there is no store or it cannot be read."""
     from pathlib import Path
 
-    from harness.errors import InputError
-    from harness.store import Store
 
     if not path or not Path(str(path)).exists():
         return []
@@ -436,8 +451,6 @@ def _stored_records(path) -> list[dict]:
 
 
 def _records_of(store) -> list[dict]:
-    from harness.errors import InputError
-
     try:
         return store.records()
     except (InputError, OSError):
@@ -466,8 +479,6 @@ def _duration_range(low: float, high: float) -> str:
 
 def session_work_tflop(plan) -> float:
     """The plan's work in TFLOP: each run's FLOPs per step x (first step + warm-up + timed steps)."""
-    from harness.measure import measure_settings
-    from harness.workloads import WORKLOADS
 
     total = 0.0
     for spec in plan:
@@ -487,7 +498,6 @@ def forecast(plan, records: list[dict], capacity_mode: bool = False) -> list[str
     """What to expect before a session starts: its time from earlier runs of the same
     configurations (their duration_s; nothing numeric without any), and a warning when a
     GPU-sized session is about to run on the CPU (no GPU visible, devices auto/cpu)."""
-    from harness import nvml, stats
 
     lines = []
     if plan and not capacity_mode:
@@ -525,8 +535,6 @@ class Resolution(click.ParamType):
     name = "resolution"
 
     def convert(self, value, param, ctx):
-        from harness.capacity import parse_resolution
-
         try:
             return parse_resolution(value)
         except ValueError as exc:
@@ -580,7 +588,6 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     it estimates its time from earlier runs of the same configurations in the store, and warns when
     a GPU-sized session is about to run on the CPU.
     """
-    from harness.runner import Interrupted, trap_signals
 
     capacity_flags = {k: v for k, v in (("start", capacity_start), ("limit", capacity_limit),
                                          ("resolution", capacity_resolution)) if v is not None}
@@ -598,15 +605,6 @@ def _command(scenario_file, backends, devices, overrides, store_path, timeout, m
              find_max_batch, memory_limit, quiet, capacity_flags=None, wide=False) -> None:
     from pathlib import Path
 
-    from harness.backend import resolve_backend_name
-    from harness.bundled import resolve_scenario_path
-    from harness.devices import normalize_device
-    from harness.errors import InputError
-    from harness.plan import RunSpec, build_plan, new_id
-    from harness.runner import Runner
-    from harness.scenario import DEFAULT_MAX_RUNS
-    from harness.store import Store, default_store_path, owner_alive, read_importable
-    from harness.workloads import WORKLOADS
 
     # every flag is checked before anything is read, planned or written
     limit_bytes = parse_size(memory_limit) if memory_limit is not None else None
@@ -751,7 +749,6 @@ def _command(scenario_file, backends, devices, overrides, store_path, timeout, m
                             "overrides": list(overrides), "max_runs": max_runs,
                             **{f"capacity_{k}": v for k, v in (capacity_flags or {}).items()}}
 
-    from harness.runner import Interrupted
 
     begun = False
     try:
@@ -786,9 +783,6 @@ def _command(scenario_file, backends, devices, overrides, store_path, timeout, m
 
 def _run_session(store, session_id, plan, groups, capacity_mode, limit_bytes, quiet):
     """Execute the plan (or the capacity searches); every way it can end is in the outcome."""
-    from harness.envcheck import environment_warnings
-    from harness.errors import StoreWriteError
-    from harness.runner import Interrupted, Runner, SessionOutcome, trap_signals
 
     outcome = SessionOutcome()
     with trap_signals():
@@ -801,8 +795,6 @@ def _run_session(store, session_id, plan, groups, capacity_mode, limit_bytes, qu
             runner = Runner(store, on_start=shown and shown.start, on_result=shown and shown.result,
                             on_progress=shown and shown.progress, memory_limit_bytes=limit_bytes)
             if capacity_mode:
-                from harness.capacity import find_max_batch as search
-
                 for settings, specs in groups:
                     try:
                         part = search(runner, specs, **settings)
@@ -824,11 +816,8 @@ def _run_session(store, session_id, plan, groups, capacity_mode, limit_bytes, qu
 
 def _finish(store, session_id, plan, outcome, wide: bool = False) -> None:
     """Mark the session, say what happened and exit with its code."""
-    from harness.record import FAILING_STATUSES
-    from harness.table import summary_table
 
     resume_hint = f"harness run --resume {session_id} --store {shlex.quote(store.path)}"
-    from harness.runner import trap_signals
 
     with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not stop the session from being marked
         if outcome.store_error is not None:

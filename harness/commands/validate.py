@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from harness.spec.bundled import resolve_scenario_path
+from harness.spec.scenario import DEFAULT_MAX_RUNS, count_points, load_scenarios
+
 
 @click.command("validate")
 @click.argument("scenario_file")
@@ -11,8 +14,6 @@ import click
 @click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
 def command(scenario_file: str, overrides: tuple[str, ...], max_runs: int | None) -> None:
     """Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not."""
-    from harness.bundled import resolve_scenario_path
-    from harness.scenario import DEFAULT_MAX_RUNS, count_points, load_scenarios
 
     path = resolve_scenario_path(scenario_file)
     for scenario in load_scenarios(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS):

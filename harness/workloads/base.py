@@ -65,7 +65,7 @@ class Workload:
     technique_baselines: dict[str, Any] = field(default_factory=dict)
     #: The parameter a report draws on its x axis (None: no sweep plot for this workload).
     x_param: str | None = None
-    #: The report's plots of this workload (harness.report draws each kind).
+    #: The report's plots of this workload (harness.present.report draws each kind).
     plots: tuple[str, ...] = ()
     #: The parameter that counts data-parallel replicas (None: the workload runs in one process).
     #: Its work per step is global (every replica's); compare and report compute scaling efficiency

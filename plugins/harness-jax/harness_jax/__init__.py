@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from harness.backend import Backend
-from harness.workloads import technique_values
 from harness.errors import allocation_failure
-
+from harness.seam.backend import Backend
+from harness.workloads import technique_values
 
 TF32_ON_CPU = "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
 NO_GRAPH_MODE = (

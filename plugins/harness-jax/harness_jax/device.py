@@ -12,10 +12,9 @@ import importlib.metadata as md
 import os
 from typing import Any, Callable
 
-from harness.devices import gpu_index, normalize_device
 from harness.errors import Unsupported
-from harness.measure import WallClock
-
+from harness.spec.devices import gpu_index, normalize_device
+from harness.worker.measure import WallClock
 from harness_jax import TF32_ON_CPU
 
 #: Environment variables that change what JAX/XLA does, recorded with each run.
@@ -88,7 +87,7 @@ def set_threads(cpu_threads: dict) -> dict:
 def device_name(device) -> str:
     """What the device is: `NVIDIA H200`, or the CPU's model name."""
     if device.platform == "cpu":
-        from harness.env import cpu_model
+        from harness.machine.env import cpu_model
 
         return cpu_model() or "cpu"
     return str(device.device_kind)
@@ -167,7 +166,7 @@ def environment(device) -> dict:
 
 
 class JaxDevice:
-    """A resolved device as JAX sees it (harness.adapter.Device)."""
+    """A resolved device as JAX sees it (harness.seam.adapter.Device)."""
 
     def __init__(self, name: str, cpu_threads: dict):
         self.threads = set_threads(cpu_threads)  # before JAX's CPU client starts (resolve starts it)
@@ -197,7 +196,7 @@ class JaxDevice:
 
         return jax.device_put(array, self.jax)
 
-    # --- harness.adapter.Device -------------------------------------------------------------------
+    # --- harness.seam.adapter.Device -------------------------------------------------------------------
 
     def identity(self) -> dict:
         import jax

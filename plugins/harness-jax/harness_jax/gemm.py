@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapter import Prepared
+from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint
 from harness.workloads.gemm import check_product, gemm_inputs, sample_rows
-
 from harness_jax.device import set_matmul_precision
 
 #: The dtype the operands are multiplied in, per neutral precision (tf32: float32 through TF32 tensor cores).

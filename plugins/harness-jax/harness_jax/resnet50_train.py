@@ -13,10 +13,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from harness.adapter import Prepared
+from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import synthetic_batch
-
 from harness_jax.device import set_matmul_precision
 
 #: The compute dtype of each neutral precision (parameters, classifier and loss stay float32).
@@ -119,8 +118,7 @@ def prepare(p, device, run) -> Prepared:
     import jax.numpy as jnp
     import optax
 
-    from harness_jax import EAGER_TRAINING
-    from harness_jax import model as resnet
+    from harness_jax import EAGER_TRAINING, model as resnet
 
     api: dict[str, Any] = {}
     precision_api = set_matmul_precision(p.precision, device.jax)

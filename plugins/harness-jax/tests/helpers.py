@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from harness.backend import RunContext
-from tests.specs import backend_spec, run_backend
-
+from harness.seam.backend import RunContext
 from harness_jax import JaxBackend
+from tests.specs import backend_spec, run_backend
 
 TWO_BLOCKS = {"warmup": 0, "steps": 1, "repeats": 2}
 ONE_BLOCK = {"warmup": 0, "steps": 1, "repeats": 1}  # the first step and one timed step

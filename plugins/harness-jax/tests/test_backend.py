@@ -10,12 +10,11 @@ import pytest
 
 pytest.importorskip("jax")
 
-from harness.backend import available_backends, resolve_backend_name  # noqa: E402
-from harness.errors import OutOfMemory, Unsupported  # noqa: E402
-
-from harness_jax import NO_CUDA_GRAPH, NO_GRAPH_MODE, TF32_ON_CPU, JaxBackend  # noqa: E402
-
 from conftest import PLUGIN, ROOT  # noqa: E402
+
+from harness.errors import OutOfMemory, Unsupported  # noqa: E402
+from harness.seam.backend import available_backends, resolve_backend_name  # noqa: E402
+from harness_jax import NO_CUDA_GRAPH, NO_GRAPH_MODE, TF32_ON_CPU, JaxBackend  # noqa: E402
 
 
 def test_importing_the_backend_imports_no_framework():
@@ -105,7 +104,7 @@ def test_jaxs_own_runtime_error_for_an_exhausted_allocator_is_oom_in_the_core():
     # a real allocation failure cannot be provoked on the CPU: XLA's CPU allocator aborts the process
     from jax.errors import JaxRuntimeError
 
-    from harness.execute import classify
+    from harness.worker.execute import classify
 
     error = JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 51380224 bytes.")
     status, evidence = classify(error, JaxBackend())

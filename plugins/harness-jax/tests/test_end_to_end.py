@@ -13,10 +13,10 @@ import yaml
 
 pytest.importorskip("jax")
 
-from harness.scenario import Measure  # noqa: E402
-from harness.store import Store  # noqa: E402
-
 from conftest import PLUGIN, ROOT  # noqa: E402
+
+from harness.results.store import Store  # noqa: E402
+from harness.worker.measure import Measure  # noqa: E402
 
 #: one worker per configuration, where this harness runs several (measure.processes)
 ONE_PROCESS = {"processes": 1} if "processes" in Measure.model_fields else {}

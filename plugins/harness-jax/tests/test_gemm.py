@@ -8,13 +8,12 @@ import pytest
 
 pytest.importorskip("jax")
 
+from helpers import execute, make_spec  # noqa: E402
+
 from harness.errors import Unsupported  # noqa: E402
 from harness.workloads.base import fingerprint  # noqa: E402
 from harness.workloads.gemm import GemmParams, gemm_inputs  # noqa: E402
-
 from harness_jax import gemm as jax_gemm  # noqa: E402
-
-from helpers import execute, make_spec  # noqa: E402
 
 SMALL = {"m": 96, "n": 64, "k": 80, "batch": 2}
 
@@ -59,7 +58,7 @@ def test_a_wrong_product_is_failed_and_keeps_its_figures(monkeypatch):
 
 
 def test_tf32_on_the_cpu_is_unsupported_with_the_resolved_device_in_the_record():
-    from harness.execute import execute as worker_execute
+    from harness.worker.execute import execute as worker_execute
 
     fields = worker_execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto"))
     assert fields["status"] == "unsupported" and "TF32 is a tensor-core format" in fields["error"]

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("flax")
 
-from harness.workloads.resnet50_train import parameter_count  # noqa: E402
-
 from conftest import PLUGIN  # noqa: E402
+
+from harness.workloads.resnet50_train import parameter_count  # noqa: E402
 
 SCRIPT = PLUGIN / "benchmarks" / "jax_resnet50_handloop.py"
 

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("flax")
 
-from harness.workloads.resnet50_train import parameter_count  # noqa: E402
-
 from conftest import PLUGIN, ROOT  # noqa: E402
+
+from harness.workloads.resnet50_train import parameter_count  # noqa: E402
 
 
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])

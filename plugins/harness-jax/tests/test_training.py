@@ -1,6 +1,6 @@
 """resnet50_train on JAX, in-process on the CPU with tiny sizes (32x32 images, batch 2, 10 classes, 1-2 steps).
 
-Each run goes through harness.execute.measure_run, as a worker runs it. XLA's compile of the whole
+Each run goes through harness.worker.execute.measure_run, as a worker runs it. XLA's compile of the whole
 ResNet-50 step dominates (about 6-15 s on 2 cores); the loss-scaling, accumulation and donation logic is
 also tested on a tiny Flax model, which compiles in a moment.
 """
@@ -14,15 +14,20 @@ import pytest
 
 pytest.importorskip("flax")
 
-from harness.backend import RunContext  # noqa: E402
-from harness.errors import Unsupported  # noqa: E402
-from harness.workloads.base import fingerprint  # noqa: E402
-from harness.workloads.resnet50_train import ResNet50Params, parameter_count, synthetic_batch  # noqa: E402
-
-from harness_jax import EAGER_TRAINING  # noqa: E402
-from harness_jax import resnet50_train as jax_resnet  # noqa: E402
-
 from helpers import ONE_BLOCK, TINY_RESNET, train  # noqa: E402
+
+from harness.errors import Unsupported  # noqa: E402
+from harness.seam.backend import RunContext  # noqa: E402
+from harness.workloads.base import fingerprint  # noqa: E402
+from harness.workloads.resnet50_train import (  # noqa: E402
+    ResNet50Params,
+    parameter_count,
+    synthetic_batch,
+)
+from harness_jax import (
+    EAGER_TRAINING,  # noqa: E402
+    resnet50_train as jax_resnet,  # noqa: E402
+)
 
 
 @pytest.fixture(scope="module")

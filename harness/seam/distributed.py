@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.errors import InputError
+
 #: Seconds the other processes of a launch get, after one of them failed, to write their results.
 FAIL_FAST_GRACE_S = 5.0
 
@@ -54,7 +56,6 @@ class Cluster:
         """The cluster `harness run --nnodes N --node-rank K --rdzv-endpoint H:P --rdzv-id ID` asked for
         (kept in HARNESS_NNODES, HARNESS_NODE_RANK, HARNESS_RDZV_ENDPOINT, HARNESS_RDZV_ID); InputError
         (exit 2) for a combination that cannot work."""
-        from harness.errors import InputError
 
         env = os.environ if env is None else env
         try:

@@ -28,13 +28,30 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import stats
-from harness.compare import (
-    DATASHEET_COLUMNS, RESULT_COLUMNS, _alike, _match_key, as_records, backend_variant, compare, describe_common,
-    describe_fastest, display_rows, fastest_configurations, gpu_size, is_difference, ok_records, process_value,
-    technique_baselines, technique_speedups,
-)
 from harness.errors import InputError
+from harness.machine.peaks import gpu_size, peak_tflops
+from harness.present.table import summary_rows
+from harness.results import stats
+from harness.results.compare import (
+    DATASHEET_COLUMNS,
+    RESULT_COLUMNS,
+    _alike,
+    _match_key,
+    as_records,
+    backend_variant,
+    compare,
+    describe_common,
+    describe_fastest,
+    display_rows,
+    fastest_configurations,
+    is_difference,
+    ok_records,
+    process_value,
+    technique_baselines,
+    technique_speedups,
+)
+from harness.seam.backend import BUILTIN_BACKENDS, available_backends
+from harness.workloads import WORKLOADS
 
 GiB = 1024**3
 #: Colours of backend variants, in the order the variants are first ranked (registry order, then name).
@@ -125,8 +142,6 @@ def html_table(rows: list[dict], limit: int = CELL_CHARS) -> str:
 
 # --------------------------------------------------------------------------- records: what varies, what is fixed
 def _workload(name):
-    from harness.workloads import WORKLOADS
-
     return WORKLOADS.get(name)
 
 
@@ -221,7 +236,6 @@ def _versions(records: list[dict]) -> str:
 
 def variant_order(records: list[dict]) -> list[str]:
     """Every backend variant of the records: in the registry's backend order, then by name."""
-    from harness.backend import available_backends
 
     registry = list(available_backends())
     seen = dict.fromkeys(_variant(r) for r in records)
@@ -471,7 +485,6 @@ def _metric_sets(records: list[dict]) -> list[tuple[str, str, list[dict]]]:
 def framework_section(records: list[dict], colours: dict) -> Section:
     """PyTorch against TensorFlow (every backend variant): grouped bars per configuration, the
     ratio on each bar, the comparison table, and each variant's fastest configuration."""
-    from harness.backend import BUILTIN_BACKENDS
 
     records = _not_probe(records)
     variants = list(colours)
@@ -687,7 +700,6 @@ def plot_memory_vs_x(records: list[dict], spec, colours: dict) -> Plot | str:
 
 def _peak(record: dict, spec) -> tuple[float | None, str]:
     """(dense datasheet peak TFLOP/s of the record's device at the workload's precision, "device precision")."""
-    from harness.peaks import peak_tflops
 
     try:
         precision = spec.peak_precision(spec.validate(record.get("params") or {}))
@@ -852,7 +864,6 @@ def technique_section(records: list[dict], colours: dict) -> Section:
 def scaling_section(records: list[dict]) -> Section | None:
     """Data-parallel scaling (docs/distributed.md): each configuration against itself at fewer replicas,
     with its scaling efficiency; None when no record ran more than one replica."""
-    from harness.workloads import WORKLOADS
 
     section = Section("Data-parallel scaling")
     for workload in dict.fromkeys(r.get("workload") for r in records):
@@ -886,9 +897,8 @@ def device_ratio_rows(records: list[dict]) -> list[dict] | str:
 
 
 def result_rows(records: list[dict]) -> list[dict]:
-    """The results summary table (harness.table's rows), backend variants named, led by workload,
+    """The results summary table (harness.present.table's rows), backend variants named, led by workload,
     device name and session where they vary."""
-    from harness.table import summary_rows
 
     lead = [f for f in ("workload", "device_name", "session_id") if len({r.get(f) for r in records}) > 1]
     rows = []

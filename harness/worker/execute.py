@@ -1,6 +1,6 @@
 """One run, inside the worker: the core's half of the backend seam.
 
-The backend opens the device and prepares the step (harness.adapter); everything else is here,
+The backend opens the device and prepares the step (harness.seam.adapter); everything else is here,
 written once for every backend: the timed loop, rates and TFLOP/s, % of peak, telemetry, the
 status (out-of-memory through the backend's hook, the workload's verdict on its checks), and
 the record's fields.
@@ -11,15 +11,15 @@ from __future__ import annotations
 import time
 import traceback
 
-from harness import env as env_mod
-from harness import stats
-from harness.adapter import RunInputs
-from harness.backend import Backend, RunContext, available_backends
-from harness.distributed import Replica, replica_device, threads_per_replica
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
-from harness.measure import run_timed
-from harness.peaks import pct_of_peak, unknown_device_warning
-from harness.record import utc_now
+from harness.machine import env as env_mod, nvml
+from harness.machine.peaks import pct_of_peak, unknown_device_warning
+from harness.results import stats
+from harness.results.record import utc_now
+from harness.seam.adapter import RunInputs
+from harness.seam.backend import Backend, RunContext, available_backends
+from harness.seam.distributed import Replica, replica_device, threads_per_replica
+from harness.worker.measure import run_timed
 from harness.workloads import WORKLOADS
 
 
@@ -114,8 +114,6 @@ def gpu_size(neutral: str, framework_env: dict) -> dict:
     """The GPU's memory and SM count (tell datasheet variants apart): from the framework, else NVML."""
     memory, sms = framework_env.get("gpu_memory_bytes"), framework_env.get("gpu_multiprocessors")
     if memory is None:
-        from harness import nvml
-
         index = nvml.nvml_index(int(neutral.split(":", 1)[1]))
         memory = next((g["memory_total_bytes"] for g in nvml.gpus() if g["index"] == index), None)
     return {"memory_bytes": memory, "sm_count": sms}
@@ -159,7 +157,7 @@ def _measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict, ph
     measure = spec.get("measure") or {}
     replica = Replica.from_env() if workload.replicas(params) > 1 else None
     if replica is None and workload.replicas(params) > 1:
-        raise Unsupported(f"replicas={workload.replicas(params)} needs the data-parallel launch (harness.runner); "
+        raise Unsupported(f"replicas={workload.replicas(params)} needs the data-parallel launch (harness.session.runner); "
                           "this worker was started as a single process")
     if replica is None:
         device = backend.open_device(spec.get("device") or "auto", threads)

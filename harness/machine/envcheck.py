@@ -1,7 +1,7 @@
 """Checks of the machine's state: conditions that skew the figures measured on it.
 
 `environment_warnings()` is printed by `harness run` before a session starts and by `harness env`;
-`busy_reasons(env, device)` reads the machine state a record's `env` captured (harness.env
+`busy_reasons(env, device)` reads the machine state a record's `env` captured (harness.machine.env
 `machine_state`) and says whether that run shared its machine, for `harness compare` to mark.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from harness.nvml import nvml
+from harness.machine.env import capture
+from harness.machine.nvml import nvml
 
 
 def _throttle_warnings() -> list[str]:
@@ -91,7 +92,6 @@ def busy_reasons(env: dict | None, device: str | None = None) -> list[str]:
 
 def environment_warnings(env: dict | None = None) -> list[str]:
     """Warnings about this machine's state: a busy CPU or GPU, throttling, debug settings, CPU governor."""
-    from harness.env import capture
 
     env = env or capture()
     out = [f"busy machine: {reason}: runs started now share it, and their figures will vary with that load"

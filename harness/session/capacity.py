@@ -23,11 +23,14 @@ import signal
 import time
 from dataclasses import replace
 
-from harness.compare import gpu_size
 from harness.errors import line_naming
-from harness.plan import RunSpec, new_id, run_key
-from harness.record import blank_record, utc_now
-from harness.runner import Interrupted, Runner, SessionOutcome, trap_signals
+from harness.machine.peaks import gpu_size
+from harness.results.record import blank_record, utc_now
+from harness.seam.backend import available_backends
+from harness.session.plan import RunSpec, new_id, run_key
+from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
+from harness.spec.devices import gpu_index
+from harness.workloads import WORKLOADS
 
 #: A probe runs the first step and one timed step: enough for the optimizer state and the
 #: allocator's peak to appear (the second step is the first with momentum buffers), cheap enough to
@@ -102,29 +105,6 @@ def probe_timeout(n: int, fitted: list[tuple[int, float]], ceiling: float) -> fl
         return ceiling
     batch, seconds = max(fitted)
     return min(ceiling, 2.0 * seconds * max(1.0, n / batch) + PROBE_SLACK_S)
-
-
-def parse_resolution(value) -> int | str:
-    """A capacity resolution: a whole number of images >= 1, or a share of the answer such as "2%"
-    (more than 0, at most 50). ValueError says what was expected."""
-    if isinstance(value, bool):
-        raise ValueError("expected a whole number of images (e.g. 64) or a share of the answer (e.g. \"2%\")")
-    if isinstance(value, int):
-        if value < 1:
-            raise ValueError(f"expected at least 1 image, got {value}")
-        return value
-    text = str(value).strip()
-    if text.endswith("%"):
-        try:
-            share = float(text[:-1])
-        except ValueError:
-            share = float("nan")
-        if not 0 < share <= 50:
-            raise ValueError(f"expected a share above 0% and at most 50%, got {text!r}")
-        return f"{share:g}%"
-    if text.isdigit() and int(text) >= 1:
-        return int(text)
-    raise ValueError(f"expected a whole number of images (e.g. 64) or a share of the answer (e.g. \"2%\"), got {value!r}")
 
 
 def tolerance(lo: int, resolution: int | str) -> int:
@@ -358,8 +338,6 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
 def _kernel_bound(spec: RunSpec) -> int | None:
     """The first batch whose largest tensor passes the backend's GPU kernels' element bound (None: no bound
     declared, a device other than `cuda:N`, or a workload that does not say its tensor sizes)."""
-    from harness.backend import available_backends
-    from harness.devices import gpu_index
 
     backend = available_backends().get(spec.backend)
     elements = getattr(backend, "gpu_max_tensor_elements", None)
@@ -375,7 +353,6 @@ def _past_int32(spec: RunSpec) -> int | None:
 
 def _past_elements(spec: RunSpec, elements: int) -> int | None:
     """The smallest batch whose largest tensor has more than `elements` elements (None where not known)."""
-    from harness.workloads import WORKLOADS
 
     workload = WORKLOADS.get(spec.workload)
     if workload is None:

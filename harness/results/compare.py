@@ -21,8 +21,13 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from harness import stats
 from harness.errors import InputError
+from harness.machine.envcheck import busy_reasons
+from harness.machine.peaks import datasheet, gpu_size
+from harness.results import stats
+from harness.results.store import Store, default_store_path
+from harness.seam.backend import available_backends, backend_names
+from harness.workloads import WORKLOADS
 
 #: Record fields that may be compared (`--by`), beside any neutral parameter.
 BY_FIELDS = ("backend", "device", "device_name", "framework_version", "session_id", "scenario")
@@ -36,7 +41,6 @@ CONTEXT_FIELDS = ("framework_version", "device_name", "device")
 
 def technique_baselines() -> dict:
     """Each technique parameter and the value it is measured against, as the workloads declare them."""
-    from harness.workloads import WORKLOADS
 
     out: dict = {}
     for workload in WORKLOADS.values():
@@ -47,7 +51,6 @@ def technique_baselines() -> dict:
 
 def _canonical_backend(name: str) -> str:
     """The canonical spelling of a backend or backend variant (`tf[keras=keras3]` -> `tensorflow[keras=keras3]`)."""
-    from harness.backend import backend_names
 
     name = name.strip()
     head, bracket, rest = name.partition("[")
@@ -65,8 +68,6 @@ def option_defaults(backend: str | None) -> dict:
     if key not in _OPTION_DEFAULTS:
         defaults: dict = {}
         try:
-            from harness.backend import available_backends
-
             known = available_backends().get(backend)
             if known is not None:
                 defaults = known.options_model().model_dump()
@@ -142,7 +143,6 @@ def scaling_efficiency_of(record_base: dict, record_value: dict, ratio) -> float
     """rate(R) / (R x rate(1)) generalised to any two replica counts: the per-replica rate of the larger count
     over that of the smaller, whichever side is the baseline, for a throughput (higher is better) compared
     by the workload's replicas parameter; else None."""
-    from harness.workloads import WORKLOADS
 
     workload = WORKLOADS.get(record_base.get("workload"))
     name = getattr(workload, "replicas_param", None)
@@ -179,7 +179,6 @@ def ok_records(records) -> list[dict]:
 
 def load_records(store_path: str | None, sessions: Iterable[str] = ()) -> list[dict]:
     """Records of a store (of the given sessions; unique id prefixes accepted); InputError if none."""
-    from harness.store import Store, default_store_path
 
     path = str(store_path or default_store_path())
     if not Path(path).exists():
@@ -229,7 +228,6 @@ def record_params(record: dict) -> dict:
     """A record's params, with its workload's quiet defaults (`replicas: 1`) filled where an older
     record lacks them, so it matches the records made since."""
     params = record.get("params") or {}
-    from harness.workloads import WORKLOADS
 
     quiet = getattr(WORKLOADS.get(record.get("workload")), "quiet_defaults", None) or {}
     missing = {k: v for k, v in quiet.items() if k not in params}
@@ -328,8 +326,6 @@ def process_value(record: dict, metric: str = "median") -> float | None:
 def _peak_precision(record: dict) -> str | None:
     params = record.get("params") or {}
     try:
-        from harness.workloads import WORKLOADS
-
         workload = WORKLOADS[record.get("workload")]
         return workload.peak_precision(workload.validate(params))
     except Exception:  # an unknown or older workload: read the neutral name directly
@@ -337,35 +333,11 @@ def _peak_precision(record: dict) -> str | None:
         return str(precision).replace("amp_", "") if precision else None
 
 
-def gpu_size(record: dict) -> dict:
-    """A record's GPU memory and SM count (they tell datasheet variants apart), from its env; None where absent.
-
-    The memory comes from the framework's report, else from NVML's list of the host's GPUs, the record's
-    `cuda:N` mapped through its CUDA_VISIBLE_DEVICES. A record of another shape gives None, not an error."""
-    env = record.get("env") if isinstance(record.get("env"), dict) else {}
-    framework = env.get("framework") if isinstance(env.get("framework"), dict) else {}
-    memory, sms = framework.get("gpu_memory_bytes"), framework.get("gpu_multiprocessors")
-    device = str(record.get("device") or "")
-    if memory is None and device.startswith("cuda:") and isinstance(env.get("gpus"), list):
-        try:
-            index = int(device.split(":", 1)[1])
-        except ValueError:
-            index = -1
-        variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
-        visible = str(variables.get("CUDA_VISIBLE_DEVICES") or "").split(",")
-        if 0 <= index < len(visible) and visible[index].strip().isdigit():
-            index = int(visible[index])
-        memory = next((g.get("memory_total_bytes") for g in env["gpus"]
-                       if isinstance(g, dict) and g.get("index") == index), None)
-    return {"memory_bytes": memory, "sm_count": sms}
-
-
 def datasheet_ratio(name_value: str | None, name_baseline: str | None, precision: str | None,
                     size_value: dict | None = None, size_baseline: dict | None = None) -> tuple[float | None, str | None]:
     """Datasheet peak of one device over another for a precision, with its working; (None, None) if unknown.
 
     `size_*` (memory_bytes, sm_count) tell apart the variants a name alone leaves ambiguous."""
-    from harness.peaks import datasheet
 
     sheet_v, sheet_b = datasheet(name_value, **(size_value or {})), datasheet(name_baseline, **(size_baseline or {}))
     if not (sheet_v and sheet_b and precision):
@@ -403,7 +375,6 @@ def _side_warnings(label: str, records: list[dict], by: list[str]) -> list[str]:
 
 def busy_records(records: list[dict]) -> list[tuple[dict, list[str]]]:
     """The records whose captured machine state says the machine was busy, each with the reasons."""
-    from harness.envcheck import busy_reasons
 
     out = []
     for record in records:
@@ -509,7 +480,6 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     wanted = _resolve_baseline(baseline, by, order) if baseline is not None else None
 
     by_device = any(f in ("device", "device_name") for f in by)
-    from harness.workloads import WORKLOADS
 
     # by the replicas parameter alone, a throughput's rows say how well it scaled (global rate / R x rate at 1)
     by_scaling = metric == "median" and len(by) == 1 and any(

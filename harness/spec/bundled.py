@@ -9,7 +9,7 @@ from pathlib import Path
 def scenarios_dir() -> Path | None:
     """Where the bundled scenarios are: the source tree's scenarios/, or share/harness/scenarios."""
     for candidate in (
-        Path(__file__).resolve().parent.parent / "scenarios",
+        Path(__file__).resolve().parents[2] / "scenarios",
         Path(sys.prefix) / "share" / "harness" / "scenarios",
     ):
         if candidate.is_dir():

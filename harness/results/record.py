@@ -1,7 +1,7 @@
 """The result record: one flat, pandas-friendly row per run, typed as `Result`.
 
 `Result` is the one place a record is assembled: the runner starts one from the RunSpec, the worker
-(harness.execute) fills what it measured, and `to_dict()` gives the row the store, exports and
+(harness.worker.execute) fills what it measured, and `to_dict()` gives the row the store, exports and
 users' notebooks read. Its field names are the public contract: add fields freely, rename none.
 """
 
@@ -11,6 +11,8 @@ import dataclasses
 import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
+
+from harness.workloads import WORKLOADS
 
 SCHEMA_VERSION = 1
 
@@ -75,14 +77,13 @@ class Result:
     started_at: str | None = None
     duration_s: float | None = None
     #: where the run's wall time went, in seconds: the worker's phases (open_device, prepare, steps, after:
-    #: harness.execute.measure_run) and `process`, the rest of duration_s (the worker's start, its imports,
+    #: harness.worker.execute.measure_run) and `process`, the rest of duration_s (the worker's start, its imports,
     #: its exit); {} where no worker ran
     phases_s: dict = field(default_factory=dict)
 
     @classmethod
     def planned(cls, spec) -> "Result":
         """The record of a RunSpec before anything is measured."""
-        from harness.workloads import WORKLOADS
 
         workload = WORKLOADS.get(spec.workload)
         replicas = workload.replicas(dict(spec.params)) if workload else 1
@@ -97,6 +98,16 @@ class Result:
         """The flat row (shallow copies of the containers)."""
         return {f.name: _copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
+    @classmethod
+    def from_dict(cls, row: dict) -> "Result":
+        """A record from a flat row (JSON, a store row); keys that are not fields are left out, missing ones
+        take their defaults, so rows stored by earlier versions still load."""
+        return cls(**{name: _copy(row[name]) for name in FIELD_NAMES if name in row})
+
+    def updated(self, **fields) -> "Result":
+        """A copy with some fields replaced (unknown names are an error)."""
+        return dataclasses.replace(self, **fields)
+
 
 def _copy(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
@@ -104,6 +115,7 @@ def _copy(value: Any) -> Any:
 
 #: The public fields, in display order.
 FIELDS = tuple(f.name for f in dataclasses.fields(Result))
+FIELD_NAMES = frozenset(FIELDS)
 
 
 def utc_now() -> str:

@@ -3,7 +3,7 @@
 A worker that raises, crashes, exits hard or outlives its timeout becomes that run's status; the
 session goes on. The parent blocks in wait() (no busy-waiting) so it takes no core from the run: in
 slices of PROGRESS_POLL_S, between which it reads the progress events the worker appended to
-$HARNESS_PROGRESS_FILE (harness.execute.progress_writer) and hands each to `on_progress`.
+$HARNESS_PROGRESS_FILE (harness.worker.execute.progress_writer) and hands each to `on_progress`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness import distributed as dp
-from harness.backend import available_backends
-from harness.devices import gpu_index
 from harness.errors import StoreWriteError, Unsupported
-from harness.plan import RunSpec
-from harness.record import FAILING_STATUSES, blank_record, utc_now, write_json_atomic
-from harness.store import Store
+from harness.machine import env as env_mod
+from harness.results.record import (
+    FAILING_STATUSES,
+    blank_record,
+    utc_now,
+    write_json_atomic,
+)
+from harness.results.stats import median
+from harness.results.store import Store
+from harness.seam import distributed as dp
+from harness.seam.backend import available_backends
+from harness.session.plan import RunSpec, one_replica_key
+from harness.spec.devices import gpu_index
+from harness.workloads import WORKLOADS
 
 #: Seconds a worker gets to exit after SIGTERM before SIGKILL.
 TERM_GRACE_S = 5.0
@@ -86,7 +94,7 @@ def worker_env(memory_limit_bytes: int | None = None, framework_env: dict[str, s
     for name, value in (framework_env or {}).items():
         env[name] = value
     env["PYTHONUNBUFFERED"] = "1"
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return env
 
@@ -140,7 +148,6 @@ def runner_env() -> dict:
     """The environment as the runner sees it, for a record whose worker wrote none (a timeout, a
     worker killed or dead before its result, a run decided without a worker): same machine, same
     Python; the framework's own part is unknown."""
-    from harness import env as env_mod
 
     try:
         return {**env_mod.capture(), "framework": {}, "captured_by": "runner"}
@@ -183,7 +190,7 @@ class Runner:
         self.on_start = on_start or (lambda i, n, spec: None)
         self.on_result = on_result or (lambda i, n, record: None)
         #: on_progress(spec, event): each progress event of the running worker (`phase` first_step,
-        #: warmup or block, with its figures; see harness.measure.run_timed), as it arrives.
+        #: warmup or block, with its figures; see harness.worker.measure.run_timed), as it arrives.
         self.on_progress = on_progress or (lambda spec, event: None)
         self._backends = available_backends()
         #: capacity probes: while one probe runs, the next one's worker starts and imports its framework
@@ -262,8 +269,6 @@ class Runner:
 
     @staticmethod
     def _replicas(spec: RunSpec) -> int:
-        from harness.workloads import WORKLOADS
-
         workload = WORKLOADS.get(spec.workload)
         return workload.replicas(spec.params) if workload else 1
 
@@ -481,8 +486,6 @@ class Runner:
         replicas = int(record.get("replicas") or 1)
         if replicas < 2 or record.get("status") != "ok" or not record.get("median"):
             return
-        from harness.plan import one_replica_key
-        from harness.stats import median
 
         key = one_replica_key(record["scenario"], record["workload"], record["backend"],
                               record.get("device_requested") or record["device"], record["params"],

@@ -16,8 +16,8 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from harness.backend import available_backends
-from harness.scenario import Scenario, sweep_points
+from harness.seam.backend import available_backends
+from harness.spec.scenario import Scenario, sweep_points
 from harness.workloads import WORKLOADS
 
 

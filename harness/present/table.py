@@ -13,6 +13,8 @@ import re
 import shutil
 from dataclasses import dataclass, field
 
+from harness.results.compare import backend_variant
+
 GiB = 1024**3
 #: Width of a table printed where there is no terminal to ask and `COLUMNS` is not set (a pipe, a file).
 DEFAULT_WIDTH = 120
@@ -134,7 +136,6 @@ def summary_rows(records: list[dict], params: list[str] | None = None) -> list[d
 def result_rows(records: list[dict]) -> list[dict]:
     """The terminal's rows of records: session, scenario, workload, backend (with its non-default
     options), device and its name, every parameter (image size included), then summary_rows' figures."""
-    from harness.compare import backend_variant
 
     names = list(dict.fromkeys(k for r in records for k in (r.get("params") or {})))
     rows = []

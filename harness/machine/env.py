@@ -10,7 +10,7 @@ import os
 import platform
 import sys
 
-from harness import nvml
+from harness.machine import nvml
 
 PACKAGES = ("torch", "torchvision", "tensorflow", "tensorflow-cpu", "keras", "numpy", "nvidia-ml-py", "harness")
 
@@ -117,7 +117,7 @@ def machine_state() -> dict:
     """What else the machine was doing: load average against usable cores, other GPU processes, governor.
 
     Captured by `harness env` and, at the end of every run, by its worker (so each record says
-    whether it was measured on a busy machine; harness.envcheck.busy_reasons reads it).
+    whether it was measured on a busy machine; harness.machine.envcheck.busy_reasons reads it).
     """
     return {
         "load_average": load_average(),

@@ -14,8 +14,10 @@ from typing import Any
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from harness.devices import normalize_device
 from harness.errors import InputError
+from harness.seam.backend import available_backends, resolve_backend_name
+from harness.spec.devices import normalize_device
+from harness.worker.measure import Measure
 from harness.workloads import WORKLOADS
 from harness.workloads.base import NumbersNotBooleans
 
@@ -36,25 +38,6 @@ MAX_DOCUMENTS = 100
 #: Runs a plan may expand to unless --max-runs allows more.
 DEFAULT_MAX_RUNS = 1000
 
-class Measure(NumbersNotBooleans):
-    """The `measure:` block: how many steps are warm-up and timed, and when a run is given up."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    warmup: int = Field(10, ge=0, le=1_000_000)
-    steps: int = Field(50, ge=1, le=10_000_000)
-    repeats: int = Field(5, ge=1, le=10_000)
-    min_time_s: float | None = Field(None, ge=0, le=86_400)
-    max_repeats: int | None = Field(None, ge=1, le=100_000)
-    target_ci_pct: float | None = Field(None, gt=0, le=100)
-    timeout_s: float = Field(1800, gt=0, le=7 * 86_400)
-    #: Worker processes per configuration: each is one sample of the comparison (its median); the
-    #: plan interleaves them across configurations. 5 is the fewest with which a Mann-Whitney test
-    #: of 5 against 5 can go below p = 0.01 (4 against 4: only 0.029) and still find a 10% difference
-    #: when processes differ by a few percent; see the README's Statistics section.
-    processes: int = Field(5, ge=1, le=100)
-
-
 class CpuThreads(NumbersNotBooleans):
     """The `cpu_threads:` block: the framework's CPU thread pools, set alike on every backend (null: its default)."""
 
@@ -62,6 +45,29 @@ class CpuThreads(NumbersNotBooleans):
 
     intra_op: int | None = Field(None, ge=1, le=4096)
     inter_op: int | None = Field(None, ge=1, le=4096)
+
+
+def parse_resolution(value) -> int | str:
+    """A capacity resolution: a whole number of images >= 1, or a share of the answer such as "2%"
+    (more than 0, at most 50). ValueError says what was expected."""
+    if isinstance(value, bool):
+        raise ValueError("expected a whole number of images (e.g. 64) or a share of the answer (e.g. \"2%\")")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"expected at least 1 image, got {value}")
+        return value
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1])
+        except ValueError:
+            share = float("nan")
+        if not 0 < share <= 50:
+            raise ValueError(f"expected a share above 0% and at most 50%, got {text!r}")
+        return f"{share:g}%"
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise ValueError(f"expected a whole number of images (e.g. 64) or a share of the answer (e.g. \"2%\"), got {value!r}")
 
 
 class Capacity(NumbersNotBooleans):
@@ -78,8 +84,6 @@ class Capacity(NumbersNotBooleans):
     @field_validator("resolution")
     @classmethod
     def _resolution(cls, value):
-        from harness.capacity import parse_resolution
-
         return parse_resolution(value)
 
 
@@ -143,7 +147,6 @@ def _dedupe(items) -> list:
 
 def resolve_backend(name: str) -> str:
     """Canonical backend name for a spelling (`tf` -> `tensorflow`); ValueError naming the choices."""
-    from harness.backend import resolve_backend_name
 
     if str(name).strip().lower() == "all":
         raise ValueError("'all' is a command-line choice; list the backends in the file")
@@ -449,7 +452,6 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
         )
     workload = WORKLOADS[scenario.workload]
     fields = set(workload.params_model.model_fields)
-    from harness.backend import available_backends
 
     options = {}
     for key, values in scenario.options.items():

@@ -1,6 +1,6 @@
 """The worker: executes one run in its own process (`python -m harness.worker SPEC.json RESULT.json`).
 
-Frameworks are imported here (by the backend, through harness.execute) and only here. The result is
+Frameworks are imported here (by the backend, through harness.worker.execute) and only here. The result is
 written as JSON (never pickle), atomically, so the runner sees either a whole result or none.
 """
 
@@ -10,8 +10,10 @@ import json
 import os
 import sys
 
-from harness.execute import execute
-from harness.record import write_json_atomic
+from harness.results.record import write_json_atomic
+from harness.seam.backend import available_backends
+from harness.seam.distributed import Replica, rank_result_path, register_pid
+from harness.worker.execute import execute
 
 
 def apply_memory_limit() -> None:
@@ -50,7 +52,6 @@ def wait_for_run(backend_name: str, run_dir: str, parent: int) -> float | None:
     """
     import time
 
-    from harness.backend import available_backends
 
     started = time.perf_counter()
     try:
@@ -80,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         argv = [os.path.join(run_dir, "spec.json"), os.path.join(run_dir, "result.json")]
     spec_path, result_path = argv
-    from harness.distributed import Replica, rank_result_path, register_pid
 
     replica = Replica.from_env()
     if replica is not None:
@@ -122,6 +122,3 @@ def exit_now(code: int) -> None:
             pass
     os._exit(code)
 
-
-if __name__ == "__main__":
-    exit_now(main())

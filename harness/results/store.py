@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 
 from harness.errors import InputError, StoreError, StoreWriteError
-from harness.record import FIELDS, utc_now
+from harness.results.record import FIELDS, utc_now
 
 DEFAULT_STORE = "harness.db"
 BUSY_TIMEOUT_MS = 60_000

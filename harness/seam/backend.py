@@ -7,7 +7,7 @@ validation, the runner, compare and report.
 
 A backend class must be importable without importing its framework. Its framework is imported in
 `open_device` and `prepare`, which only ever run in a worker process; the core owns the rest of a
-run (device identity, the timed loop, rates and FLOP/s, status, the record: harness.execute).
+run (device identity, the timed loop, rates and FLOP/s, status, the record: harness.worker.execute).
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.errors import InputError
+from harness.errors import InputError, Unsupported
+from harness.machine.telemetry import sampler_for
+from harness.workloads import WORKLOADS
 
 if TYPE_CHECKING:  # the seam's types, for readers and type checkers only
-    from harness.adapter import Device, Prepared
-    from harness.distributed import Cluster, Launch, Replica
+    from harness.seam.adapter import Device, Prepared
+    from harness.seam.distributed import Cluster, Launch, Replica
 
 ENTRY_POINT_GROUP = "harness.backends"
 
@@ -40,7 +42,6 @@ class RunContext:
 
     def telemetry_for(self, device: str):
         """An NVML sampler for a neutral device (`cuda:N`), or a no-op one for the CPU / without NVML."""
-        from harness.telemetry import sampler_for
 
         self.telemetry = sampler_for(device)
         return self.telemetry
@@ -57,7 +58,7 @@ class Backend:
 
     Subclasses declare `name`, `aliases`, `distributions`, `workloads`, `modules` and optionally
     `options_model` and `install_hint`, and implement `open_device`. A workload module named in
-    `modules` has `prepare(params, device, run) -> harness.adapter.Prepared`.
+    `modules` has `prepare(params, device, run) -> harness.seam.adapter.Prepared`.
     """
 
     #: Canonical name, as written in result records (`torch`, `tensorflow`).
@@ -81,7 +82,7 @@ class Backend:
     #: `open_replica` (docs/distributed.md). A backend that does not gets `unsupported` for replicas > 1.
     data_parallel: ClassVar[bool] = False
     #: The most elements one tensor may hold in its GPU kernels, where that is less than the memory allows
-    #: (None: no such bound known). A capacity search aims its memory model's guess no further (harness.capacity).
+    #: (None: no such bound known). A capacity search aims its memory model's guess no further (harness.session.capacity).
     gpu_max_tensor_elements: ClassVar[int | None] = None
 
     # --- declarations, answered without importing the framework ----------------------------------
@@ -133,7 +134,6 @@ class Backend:
 
     def replicas_unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Why this backend cannot run these params data-parallel (replicas > 1), or None."""
-        from harness.workloads import WORKLOADS
 
         known = WORKLOADS.get(workload)
         replicas = known.replicas(params) if known is not None else 1
@@ -151,10 +151,9 @@ class Backend:
         """The processes that start this node's replicas of a data-parallel run (parent side, no framework import).
 
         `worker` is the command of one replica (`python -m harness.worker SPEC RESULT`); each replica's
-        environment must follow the replica contract of harness.distributed. Raise
+        environment must follow the replica contract of harness.seam.distributed. Raise
         harness.errors.Unsupported for a layout this backend cannot start.
         """
-        from harness.errors import Unsupported
 
         raise Unsupported(f"the {self.name} backend does not implement data-parallel training")
 
@@ -167,8 +166,7 @@ class Backend:
 
     def open_replica(self, device: str, cpu_threads: dict, replica: "Replica") -> "Device":
         """`open_device` for one replica of a data-parallel run: also join the replicas' process group
-        (torch.distributed, tf.distribute). `device` is this replica's own (harness.distributed.replica_device)."""
-        from harness.errors import Unsupported
+        (torch.distributed, tf.distribute). `device` is this replica's own (harness.seam.distributed.replica_device)."""
 
         raise Unsupported(f"the {self.name} backend does not implement data-parallel training")
 
@@ -179,7 +177,6 @@ class Backend:
 
     def prepare(self, workload: str, params, device: "Device", run) -> "Prepared":
         """Build the workload's step on the device (model, data, optimizer) and say which APIs it used."""
-        from harness.errors import Unsupported
 
         if workload not in self.modules:
             raise Unsupported(f"the {self.name} backend has no workload {workload!r} (it has: {', '.join(sorted(self.modules))})")

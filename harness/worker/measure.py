@@ -9,7 +9,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from harness import stats
+from pydantic import ConfigDict, Field
+
+from harness.results import stats
+from harness.workloads.base import NumbersNotBooleans
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,27 @@ class Timing:
         }
 
 
-def measure_settings(measure: dict) -> dict:
-    """Fill the defaults of a `measure:` block from the scenario schema (harness.scenario.Measure)."""
-    from harness.scenario import Measure
+class Measure(NumbersNotBooleans):
+    """The `measure:` block: how many steps are warm-up and timed, and when a run is given up."""
 
+    model_config = ConfigDict(extra="forbid")
+
+    warmup: int = Field(10, ge=0, le=1_000_000)
+    steps: int = Field(50, ge=1, le=10_000_000)
+    repeats: int = Field(5, ge=1, le=10_000)
+    min_time_s: float | None = Field(None, ge=0, le=86_400)
+    max_repeats: int | None = Field(None, ge=1, le=100_000)
+    target_ci_pct: float | None = Field(None, gt=0, le=100)
+    timeout_s: float = Field(1800, gt=0, le=7 * 86_400)
+    #: Worker processes per configuration: each is one sample of the comparison (its median); the
+    #: plan interleaves them across configurations. 5 is the fewest with which a Mann-Whitney test
+    #: of 5 against 5 can go below p = 0.01 (4 against 4: only 0.029) and still find a 10% difference
+    #: when processes differ by a few percent; see the README's Statistics section.
+    processes: int = Field(5, ge=1, le=100)
+
+
+def measure_settings(measure: dict) -> dict:
+    """Fill the defaults of a `measure:` block from its schema (Measure)."""
     out = Measure().model_dump()
     out.update({k: v for k, v in measure.items() if v is not None or k not in out})
     return out

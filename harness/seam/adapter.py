@@ -7,7 +7,7 @@ A backend supplies two things per run, and nothing about the measurement itself:
   the workload's work (one training step, one matrix product), plus the APIs it used and the
   evidence (`checks`) read after the timed region.
 
-The core (harness.execute) times `step` with harness.measure, computes rates, FLOP/s, status and
+The core (harness.worker.execute) times `step` with harness.worker.measure, computes rates, FLOP/s, status and
 the record. See docs/architecture.md for the data flow and how to add a workload or a backend.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Protocol
 
-from harness.measure import Clock, Timing
+from harness.worker.measure import Clock, Timing
 
 
 class Device(Protocol):
@@ -53,7 +53,7 @@ class RunInputs:
     ctx: Any
     #: a capacity probe: build for the step's memory, skip autotuning sweeps (cuDNN benchmark mode)
     probe: bool = False
-    #: which replica of a data-parallel run this process is (harness.distributed.Replica); None: a plain run
+    #: which replica of a data-parallel run this process is (harness.seam.distributed.Replica); None: a plain run
     replica: Any = None
 
 

@@ -1,0 +1,1 @@
+"""Presentation: terminal tables and the HTML/Markdown report."""

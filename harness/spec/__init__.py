@@ -1,0 +1,1 @@
+"""What the user asked for: scenario files (schema, sweeps, --set), the bundled scenarios, neutral device names."""
