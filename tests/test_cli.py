@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.commands.run import MIN_MEMORY_LIMIT, parse_size
+from harness.results.record import Result
 from harness.results.store import Store
 from harness.worker.measure import Measure
 
@@ -303,10 +304,10 @@ def _record(**fields):
 def test_results_keep_integers_integers_and_show_an_unmeasured_run_as_a_dash(tmp_path):
     db = tmp_path / "o.db"
     with Store(db) as store:
-        store.add(_record(run_id="a", status="ok", median=0.5, ci_low=0.4, ci_high=0.6, cv=0.01,
-                          host_peak_rss_bytes=608702464, peak_allocated_bytes=1024, started_at="2026-11-30T00:00:01"))
-        store.add(_record(run_id="b", status="timeout", median=None, cv=None, host_peak_rss_bytes=None,
-                          error="no result within 3 s", started_at="2026-11-30T00:00:02"))
+        store.add(Result.from_dict(_record(run_id="a", status="ok", median=0.5, ci_low=0.4, ci_high=0.6, cv=0.01,
+                          host_peak_rss_bytes=608702464, peak_allocated_bytes=1024, started_at="2026-11-30T00:00:01")))
+        store.add(Result.from_dict(_record(run_id="b", status="timeout", median=None, cv=None, host_peak_rss_bytes=None,
+                          error="no result within 3 s", started_at="2026-11-30T00:00:02")))
     result = _invoke("results", "--store", str(db), "--format", "json")
     records = {r["run_id"]: r for r in json.loads(result.output)}
     assert records["a"]["host_peak_rss_bytes"] == 608702464 and type(records["a"]["host_peak_rss_bytes"]) is int

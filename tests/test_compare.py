@@ -26,7 +26,7 @@ from harness.results.compare import (
     fail_if_slower,
     technique_speedups,
 )
-from harness.results.record import FIELDS, SCHEMA_VERSION
+from harness.results.record import FIELDS, SCHEMA_VERSION, Result
 from harness.results.store import Store, load_results
 
 _clock = itertools.count()
@@ -81,7 +81,7 @@ def processes(mean=1000.0, n=5, *, spread=0.003, seed=0, options=None, **fields)
 def store_records(path, records):
     with Store(path) as store:
         for record in records:
-            store.add(record)
+            store.add(Result.from_dict(record))
     return str(path)
 
 

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.commands.run import remaining_runs
+from harness.results.record import Result
 from harness.results.store import Store
 from harness.session.capacity import search
 from harness.worker.measure import Measure
@@ -388,8 +389,8 @@ def _filled_store(path, rows=150):
     with Store(path) as store:
         store.begin_session("olds", [{"run_key": f"k{i}"} for i in range(rows)], scenario_path=None, command="test")
         for i in range(rows):
-            store.add({"schema_version": 1, "run_id": f"old{i}", "session_id": "olds", "run_key": f"k{i}", "status": "ok",
-                       "started_at": f"2026-11-30T00:00:{i % 60:02d}", "median": float(i), "env": {"pad": "e" * 1500}})
+            store.add(Result(run_id=f"old{i}", session_id="olds", run_key=f"k{i}", status="ok",
+                             started_at=f"2026-11-30T00:00:{i % 60:02d}", median=float(i), env={"pad": "e" * 1500}))
 
 
 def _damage(path, how):

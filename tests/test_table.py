@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.present.table import cell, fit, results_text, terminal_width
+from harness.results.record import Result
 from harness.results.store import Store
 
 LONG_NOTE = ("CV 12.3% exceeds 5%: spread too wide to trust; busy machine: load average 3.1 exceeds the 2 cores; "
@@ -35,7 +36,7 @@ def _store(path, records, sessions=()):
             store.begin_session(sid, [{"run_key": "k"}] * 2, scenario_path="scenarios/quickstart.yaml", command=command)
             store.end_session(sid, "finished")
         for r in records:
-            store.add(r)
+            store.add(Result.from_dict(r))
     return str(path)
 
 

@@ -80,6 +80,9 @@ class Result:
     #: harness.worker.execute.measure_run) and `process`, the rest of duration_s (the worker's start, its imports,
     #: its exit); {} where no worker ran
     phases_s: dict = field(default_factory=dict)
+    #: keys of a stored row that are no field of this version (a newer version's record): kept, so that a
+    #: record read and written again loses nothing; not a public field
+    extra: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def planned(cls, spec) -> "Result":
@@ -96,13 +99,16 @@ class Result:
 
     def to_dict(self) -> dict:
         """The flat row (shallow copies of the containers)."""
-        return {f.name: _copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        row = {name: _copy(getattr(self, name)) for name in FIELDS}
+        row.update({k: v for k, v in self.extra.items() if k not in row})
+        return row
 
     @classmethod
     def from_dict(cls, row: dict) -> "Result":
-        """A record from a flat row (JSON, a store row); keys that are not fields are left out, missing ones
-        take their defaults, so rows stored by earlier versions still load."""
-        return cls(**{name: _copy(row[name]) for name in FIELD_NAMES if name in row})
+        """A record from a flat row (JSON, a store row): missing fields take their defaults (rows stored by
+        earlier versions), keys that are no field are kept in `extra` and written back by to_dict."""
+        known = {name: _copy(row[name]) for name in FIELD_NAMES if name in row}
+        return cls(**known, extra={k: v for k, v in row.items() if k not in FIELD_NAMES})
 
     def updated(self, **fields) -> "Result":
         """A copy with some fields replaced (unknown names are an error)."""
@@ -114,7 +120,7 @@ def _copy(value: Any) -> Any:
 
 
 #: The public fields, in display order.
-FIELDS = tuple(f.name for f in dataclasses.fields(Result))
+FIELDS = tuple(f.name for f in dataclasses.fields(Result) if f.name != "extra")
 FIELD_NAMES = frozenset(FIELDS)
 
 

@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 
 from harness.errors import InputError, StoreError, StoreWriteError
-from harness.results.record import FIELDS, utc_now
+from harness.results.record import FIELDS, Result, utc_now
 
 DEFAULT_STORE = "harness.db"
 BUSY_TIMEOUT_MS = 60_000
@@ -376,13 +376,13 @@ class Store:
             raise StoreError(f"store {self.path}: cannot be read: {explain(exc)}", source=self.path, field="--store") from None
 
     # ------------------------------------------------------------------ writing
-    def add(self, record: dict) -> None:
+    def add(self, result: Result) -> None:
         """Insert one result record and commit it.
 
         StoreWriteError if it cannot be stored; then it is kept in a side file with every other
         record this process added, and the error names the file.
         """
-        record = _clean(record)
+        record = _clean(result.to_dict())
         self._kept.append(record)
         try:
             self._db.execute(
@@ -525,8 +525,12 @@ class Store:
                 "unreadable": unreadable}
 
     # ------------------------------------------------------------------ reading
+    def results(self, session_ids: list[str] | None = None) -> list[Result]:
+        """Every stored record (of the given sessions), oldest first, typed."""
+        return [Result.from_dict(row) for row in self.records(session_ids)]
+
     def records(self, session_ids: list[str] | None = None) -> list[dict]:
-        """Every stored record (of the given sessions), oldest first."""
+        """Every stored record (of the given sessions), oldest first, as the flat rows exports and pandas take."""
         query = "SELECT record FROM results"
         args: tuple = ()
         if session_ids:

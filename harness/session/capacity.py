@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from harness.errors import line_naming
 from harness.machine.peaks import gpu_size
-from harness.results.record import blank_record, utc_now
+from harness.results.record import Result, blank_record, utc_now
 from harness.seam.backend import available_backends
 from harness.session.plan import RunSpec, new_id, run_key
 from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
@@ -246,7 +246,7 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
             record = _probe_once(runner, base, n, timeout, capacity_id)
             if record.get("status") == "timeout":  # neither fits nor fails: once more, with twice the time
                 record["warnings"] = [*(record.get("warnings") or []), f"timed out after {timeout:.0f} s; tried again"]
-                runner.store.add(record)
+                runner.store.add(Result.from_dict(record))
                 retry = _probe_once(runner, base, n, 2 * timeout, capacity_id)
                 if retry.get("status") == "timeout":
                     retry["timed_out_twice"] = True
@@ -263,7 +263,7 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                 peaks.append((n, record.get("peak_allocated_bytes")))
                 device_bytes.append(gpu_size(record)["memory_bytes"])
             probes.append(record)
-            runner.store.add(record)
+            runner.store.add(Result.from_dict(record))
             return outcome_n
 
         started, clock = utc_now(), time.perf_counter()
@@ -330,7 +330,7 @@ def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
                     f"{past} images up): a kernel's 32-bit indexing, not memory, may be what bounds this answer")
             if failing is not None and failing.get("status") == "failed" and "SIGKILL" in str(failing.get("error")):
                 record["warnings"].append("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")
-        runner.store.add(record)
+        runner.store.add(Result.from_dict(record))
         outcome.records.append(record)
         runner.on_result(i, len(configs), record)
 

@@ -24,6 +24,7 @@ from harness.errors import StoreWriteError, Unsupported
 from harness.machine import env as env_mod
 from harness.results.record import (
     FAILING_STATUSES,
+    Result,
     blank_record,
     utc_now,
     write_json_atomic,
@@ -469,7 +470,7 @@ class Runner:
                     self.add_scaling_efficiency(record)
                     try:
                         if self.cluster.node_rank == 0:  # in a several-node run, node 0 (global rank 0) keeps the record
-                            self.store.add(record)
+                            self.store.add(Result.from_dict(record))
                     except StoreWriteError as exc:
                         outcome.store_error = exc
                     outcome.records.append(record)
