@@ -13,7 +13,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from harness.errors import StoreError
+from harness.errors import InputError, StoreError
 from harness.results.record import Result, utc_now
 from harness.results.store.failures import damaged, explain
 from harness.results.store.imports import read_importable
@@ -237,6 +237,22 @@ class Store:
         if session_id in ids:
             return [session_id]
         return sorted(i for i in ids if isinstance(i, str) and i.startswith(session_id))
+
+    def resolve_session(self, prefix: str) -> str:
+        """The one session an id (or a unique prefix of one) names: a stored session, else the session of
+        stored records (imported without their session). InputError, naming the sessions, otherwise."""
+        matches = self.find_sessions(prefix)
+        if len(matches) > 1:
+            raise InputError(f"--session {prefix}: {len(matches)} sessions match ({', '.join(matches[:10])}); give "
+                             "more of the id", source=self.path, field="--session")
+        if not matches:
+            matches = sorted({r["session_id"] for r in self.records() if str(r.get("session_id")).startswith(prefix)})
+        if len(matches) != 1:
+            known = ", ".join(f"{s['session_id']} ({s.get('started_at') or '?'}, {s.get('state') or '?'})"
+                              for s in self.sessions()) or "none"
+            raise InputError(f"store {self.path}: no single session matches {prefix!r} (sessions: {known}); "
+                             f"harness results --sessions lists them", source=self.path, field="--session")
+        return matches[0]
 
     def session(self, session_id: str) -> dict | None:
         """A stored session with its plan and settings, or None. A unique prefix of the id is enough."""
