@@ -84,6 +84,16 @@ def test_a_newer_versions_fields_are_kept_through_an_import(tmp_path):
     assert typed.extra == {"from_the_future": {"x": 1}} and stored == row
 
 
+def test_an_earlier_versions_record_is_imported_as_it_was_and_read_with_defaults(tmp_path):
+    row = {"schema_version": 1, "run_id": "old", "session_id": "s", "status": "ok", "median": 3.0}
+    (tmp_path / "old.json").write_text(json.dumps([row]))
+    (typed,), _, _ = read_importable(tmp_path / "old.json")
+    assert typed.median == 3.0 and typed.replicas == 1 and typed.samples == []
+    with Store(tmp_path / "i.db") as store:
+        store.import_file(tmp_path / "old.json")
+        assert store.records() == [row] and store.results() == [typed]  # no field added to what it stored
+
+
 # --------------------------------------------------------------------------- sessions
 def test_a_session_keeps_its_plan_settings_owner_and_state(tmp_path):
     db = tmp_path / "s.db"

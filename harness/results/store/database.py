@@ -16,11 +16,12 @@ from pathlib import Path
 from harness.errors import InputError, StoreError
 from harness.results.record import Result, utc_now
 from harness.results.store.failures import damaged, explain
-from harness.results.store.imports import read_importable
+from harness.results.store.imports import read_rows
 from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.opening import open_readonly, open_writable
 from harness.results.store.schema import (
     SESSION_KEYS,
+    clean,
     insert_result,
     result_row,
     stored_record,
@@ -184,11 +185,10 @@ class Store:
         Records already present (same run_id) are left as they are. Returns counts:
         records, new, sessions, new_sessions, unreadable.
         """
-        records, sessions, unreadable = read_importable(path)
+        records, sessions, unreadable = read_rows(path)  # copied as they are: an import adds no field
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            new = sum(self._db.execute(insert_result("IGNORE"), result_row(stored_record(r))).rowcount
-                      for r in records)
+            new = sum(self._db.execute(insert_result("IGNORE"), result_row(clean(r))).rowcount for r in records)
             new_sessions = sum(self._insert_session(s) for s in sessions)
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:

@@ -1,7 +1,9 @@
 """What `harness results --import` takes in: a side file, a JSON array of records, or a store, damaged or not.
 
-Each is read and checked whole before anything is written; its records become `Result` objects here,
-at the boundary, and anything that is not one of these is an InputError naming the file and field.
+Each is read and checked whole before anything is written; anything that is not one of these is an
+InputError naming the file and field. `read_importable` gives the records as `Result` objects;
+`read_rows` gives them as the rows the file holds, which an import copies into a store unchanged (a
+record an earlier version wrote keeps its own fields, none added).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ def _bad(path, field: str, expected: str) -> InputError:
     return InputError(f"{path}: field `{field}`: expected {expected}; nothing was taken in", source=str(path), field=field)
 
 
-def _check_record(path, i: int, record) -> Result:
-    """records[i] as a Result, if it is a result record: an object with a run_id, a session_id, a schema_version."""
+def _check_record(path, i: int, record) -> dict:
+    """records[i], if it is a result record: an object with a run_id, a session_id, a schema_version."""
     if not isinstance(record, dict):
         raise _bad(path, f"records[{i}]", f"a result record (a JSON object), got {type(record).__name__}")
     for key in ("run_id", "session_id"):
@@ -31,7 +33,7 @@ def _check_record(path, i: int, record) -> Result:
     version = record.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise _bad(path, f"records[{i}].schema_version", f"an integer, got {version!r}"[:200])
-    return Result.from_dict(record)
+    return record
 
 
 def _check_session(path, i: int, session) -> dict:
@@ -44,7 +46,7 @@ def _check_session(path, i: int, session) -> dict:
     return session
 
 
-def _from_store(p: Path) -> tuple[list[Result], list[dict], int]:
+def _from_store(p: Path) -> tuple[list[dict], list[dict], int]:
     """Every record and session a store file still holds; records that cannot be read are counted."""
     texts, sessions = salvage(p)
     records, unreadable = [], 0
@@ -56,7 +58,7 @@ def _from_store(p: Path) -> tuple[list[Result], list[dict], int]:
     return records, sessions, unreadable
 
 
-def _from_json(path, doc) -> tuple[list[Result], list[dict], int]:
+def _from_json(path, doc) -> tuple[list[dict], list[dict], int]:
     """The records (and sessions) of a JSON array of records or a side file."""
     if isinstance(doc, list):
         return [_check_record(path, i, r) for i, r in enumerate(doc)], [], 0
@@ -73,6 +75,12 @@ def read_importable(path: str | os.PathLike) -> tuple[list[Result], list[dict], 
     """(records, sessions, rows that could not be read) of a side file, a JSON array of records or a
     store (read row by row from both ends, so the rows beside a damaged page are still read).
     InputError, naming the file and field, for anything else."""
+    rows, sessions, unreadable = read_rows(path)
+    return [Result.from_dict(row) for row in rows], sessions, unreadable
+
+
+def read_rows(path: str | os.PathLike) -> tuple[list[dict], list[dict], int]:
+    """read_importable's records as the checked rows the file holds."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{path}: no such file (expected a side file, a JSON array of records or a store)",
