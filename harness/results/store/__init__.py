@@ -20,7 +20,7 @@ The store itself is `database.Store`; `frame` gives results as a pandas DataFram
 from harness.results.store.database import DEFAULT_STORE, Store, default_store_path
 from harness.results.store.failures import explain
 from harness.results.store.frame import load_results, records_frame
-from harness.results.store.imports import read_importable
+from harness.results.store.imports import read_importable, read_rows
 from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.opening import BUSY_TIMEOUT_MS
 from harness.results.store.schema import SQLITE_HEADER
@@ -28,5 +28,5 @@ from harness.results.store.sidefiles import SIDE_MARK
 
 __all__ = [
     "BUSY_TIMEOUT_MS", "DEFAULT_STORE", "SIDE_MARK", "SQLITE_HEADER", "Store", "default_store_path", "explain",
-    "load_results", "owner_alive", "process_owner", "read_importable", "records_frame",
+    "load_results", "owner_alive", "process_owner", "read_importable", "read_rows", "records_frame",
 ]
