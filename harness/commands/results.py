@@ -2,45 +2,20 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from pathlib import Path
 
 import click
 
 from harness.errors import InputError
 from harness.present.table import fit, summary_table
-from harness.results.record import Result
-from harness.results.store import (
-    Store,
-    default_store_path,
-    read_importable,
-    records_frame,
-)
+from harness.results.store import Store, default_store_path, read_importable
+from harness.results.store.exports import export_text, write_parquet
 
 FORMATS = ("table", "csv", "json", "parquet")
-
-
-def _integer_fields() -> list[str]:
-    """Record fields typed `int | None` (byte counts...): exported as integers even where some are null."""
-    import dataclasses
-
-
-    return [f.name for f in dataclasses.fields(Result) if str(f.type).replace(" ", "") in ("int|None", "int")]
-
-
-def flatten_for_csv(frame):
-    """Dict and list columns as JSON text, so a CSV cell holds them losslessly; integer fields as
-    integers (pandas makes a column with a missing value float: 608702464.0)."""
-    out = frame.copy()
-    for column in out.columns:
-        if out[column].map(lambda v: isinstance(v, (dict, list))).any():
-            out[column] = out[column].map(lambda v: json.dumps(v, default=str) if isinstance(v, (dict, list)) else v)
-    for column in _integer_fields():
-        if column in out.columns:
-            values = out[column]
-            whole = values.dropna().map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer())
-            if whole.all():
-                out[column] = values.astype("Int64")
-    return out
+SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok", "scenario", "command")
 
 
 @click.command("results")
@@ -63,75 +38,74 @@ def command(store_path, fmt, session, output, imports, list_sessions, wide) -> N
     line above it, long notes are shortened and the least needed columns left out, saying so;
     --wide prints everything.
     """
-    from pathlib import Path
-
-
     path = str(store_path or default_store_path())
     if imports:
-        for source in imports:  # every file is read and checked before anything is written
-            read_importable(source)
-        with Store(path) as store:
-            for source in imports:
-                counts = store.import_file(source)
-                skipped = f", {counts['unreadable']} unreadable row(s) skipped" if counts["unreadable"] else ""
-                click.echo(f"took {counts['new']} new result(s) of {counts['records']} and {counts['new_sessions']} new "
-                           f"session(s) of {counts['sessions']} from {source} into {store.path}{skipped}", err=True)
-        return
+        take_in(path, imports)
+    elif list_sessions:
+        print_sessions(path, fmt, output, wide)
+    else:
+        print_results(path, fmt, session, output, wide)
 
+
+def take_in(path: str, sources) -> None:
+    """Import every source into the store at path, saying what each added; every file is read and
+    checked before anything is written."""
+    for source in sources:
+        read_importable(source)
+    with Store(path) as store:
+        for source in sources:
+            counts = store.import_file(source)
+            skipped = f", {counts['unreadable']} unreadable row(s) skipped" if counts["unreadable"] else ""
+            click.echo(f"took {counts['new']} new result(s) of {counts['records']} and {counts['new_sessions']} new "
+                       f"session(s) of {counts['sessions']} from {source} into {store.path}{skipped}", err=True)
+
+
+def _reader(path: str) -> Store:
+    """The store at path, opened for reading (InputError where there is no such file)."""
     if not Path(path).exists():
         raise InputError(f"store {path}: no such file", source=path, field="--store")
-    with Store(path, readonly=True) as store:
-        if list_sessions:
-            rows = session_rows(store)
-        session_ids = None
-        if session and not list_sessions:
-            matches = store.find_sessions(session)
-            if len(matches) > 1:
-                raise InputError(f"--session {session}: {len(matches)} sessions match ({', '.join(matches[:10])}); give "
-                                 "more of the id", source=path, field="--session")
-            if not matches:  # a session known only by its results (imported records) is matched on them
-                matches = sorted({r["session_id"] for r in store.records() if str(r.get("session_id")).startswith(session)})
-            if len(matches) != 1:
-                known = ", ".join(f"{s['session_id']} ({s.get('started_at') or '?'}, {s.get('state') or '?'})"
-                                  for s in store.sessions()) or "none"
-                raise InputError(f"store {path}: no single session matches {session!r} (sessions: {known}); "
-                                 f"harness results --sessions lists them", source=path, field="--session")
-            session_ids = matches
-        records = store.records(session_ids) if not list_sessions else []
-        for side in store.side_files():
-            click.echo(f"note: {side} holds results this store could not take when they were measured; take them in "
-                       f"with: harness results --import {side} --store {path}", err=True)
-    if list_sessions:
-        text = sessions_text(rows, fmt, wide)
-        if output:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-            click.echo(f"wrote {len(rows)} session(s) to {output}", err=True)
-        else:
-            click.echo(text)
-        return
-    if fmt == "table":
-        text = summary_table(records, wide=wide)
-    elif fmt == "json":  # the records as stored: integers stay integers, null stays null
-        text = json.dumps(records, indent=1, default=str)
-    elif fmt == "csv":
-        text = flatten_for_csv(records_frame(records)).to_csv(index=False)
-    else:
-        if not output:
-            raise InputError("--format parquet needs --output FILE", field="--output")
-        try:
-            flatten_for_csv(records_frame(records)).to_parquet(output, index=False)
-        except ImportError as exc:
-            raise InputError(f"--format parquet needs pyarrow (pip install 'harness[parquet]'): {exc}", field="--format") from None
-        click.echo(f"wrote {len(records)} record(s) to {output}", err=True)
-        return
+    return Store(path, readonly=True)
+
+
+def _note_side_files(store: Store) -> None:
+    for side in store.side_files():
+        click.echo(f"note: {side} holds results this store could not take when they were measured; take them in "
+                   f"with: harness results --import {side} --store {store.path}", err=True)
+
+
+def _emit(text: str, output: str | None, wrote: str) -> None:
+    """Text to the output file (saying so on standard error) or to standard output."""
     if output:
         with open(output, "w", encoding="utf-8") as fh:
             fh.write(text)
-        click.echo(f"wrote {len(records)} record(s) to {output}", err=True)
+        click.echo(f"wrote {wrote} to {output}", err=True)
     else:
         click.echo(text)
 
+
+def print_results(path: str, fmt: str, session: str | None, output: str | None, wide: bool) -> None:
+    """The stored results (of one session) as a table that fits the terminal, JSON, CSV or parquet."""
+    with _reader(path) as store:
+        session_ids = [store.resolve_session(session)] if session else None
+        records = store.results(session_ids) if fmt == "table" else store.records(session_ids)
+        _note_side_files(store)
+    if fmt == "parquet":
+        if not output:
+            raise InputError("--format parquet needs --output FILE", field="--output")
+        write_parquet(records, output)
+        click.echo(f"wrote {len(records)} record(s) to {output}", err=True)
+        return
+    text = summary_table(records, wide=wide) if fmt == "table" else export_text(records, fmt)
+    _emit(text, output, f"{len(records)} record(s)")
+
+
+def print_sessions(path: str, fmt: str, output: str | None, wide: bool) -> None:
+    """The stored sessions as a table that fits the terminal, JSON or CSV."""
+    with _reader(path) as store:
+        rows = session_rows(store)
+        _note_side_files(store)
+    text = sessions_text(rows, fmt, wide)
+    _emit(text + "\n" if output else text, output, f"{len(rows)} session(s)")
 
 
 def session_rows(store) -> list[dict]:
@@ -152,12 +126,8 @@ def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:
     if fmt == "json":
         return json.dumps(rows, indent=1, default=str)
     if fmt == "csv":
-        import csv
-        import io
-
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=["session", "started (UTC)", "status", "runs", "results", "ok", "scenario",
-                                                 "command"])
+        writer = csv.DictWriter(out, fieldnames=list(SESSION_COLUMNS))
         writer.writeheader()
         writer.writerows(rows)
         return out.getvalue().rstrip("\n")
@@ -165,7 +135,6 @@ def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:
         raise InputError("--sessions: --format table, csv or json", field="--format")
     if not rows:
         return "(no sessions)"
-
-    fitted = fit(rows, wide=wide, move=False, required=("session", "started (UTC)", "status", "runs", "results", "ok"),
-                 shorten=("command", "scenario"), optional=("scenario",))
+    fitted = fit(rows, wide=wide, move=False, required=SESSION_COLUMNS[:6], shorten=("command", "scenario"),
+                 optional=("scenario",))
     return "\n".join(p for p in (fitted.text, fitted.footer()) if p)

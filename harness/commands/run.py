@@ -640,9 +640,8 @@ def _command(scenario_file, backends, devices, overrides, store_path, timeout, m
             for side in reader.side_files():
                 kept, _, _ = read_importable(side)
                 stored = {r["run_id"] for r in reader.records([matches[0]])}
-                ok += [(r.get("run_key"), r.get("replicate") if isinstance(r.get("replicate"), int) else None)
-                       for r in kept if r["session_id"] == matches[0] and r.get("status") == "ok"
-                       and r["run_id"] not in stored]
+                ok += [(r.run_key, r.replicate if isinstance(r.replicate, int) else None)
+                       for r in kept if r.session_id == matches[0] and r.status == "ok" and r.run_id not in stored]
         session_id = session["session_id"]
         if session.get("state") == "running" and owner_alive(session.get("owner")):
             owner = session["owner"]

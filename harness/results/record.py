@@ -3,12 +3,16 @@
 `Result` is the one place a record is assembled: the runner starts one from the RunSpec, the worker
 (harness.worker.execute) fills what it measured, and `to_dict()` gives the row the store, exports and
 users' notebooks read. Its field names are the public contract: add fields freely, rename none.
+What is read from a record beyond its fields (the GPU it saw, whether it failed, the capacity search
+it probed for) is read by its accessors here, in one place.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +118,49 @@ class Result:
         """A copy with some fields replaced (unknown names are an error)."""
         return dataclasses.replace(self, **fields)
 
+    # ------------------------------------------------------------------ accessors
+    @property
+    def failing(self) -> bool:
+        """Whether this run failed in a way that makes `harness run` exit 1 (FAILING_STATUSES)."""
+        return self.status in FAILING_STATUSES
+
+    @property
+    def probe_of(self) -> str | None:
+        """The capacity search this record probed a batch size for, or None for a measurement. Stored as
+        the row's `probe_of` key, present only on probes, so it is no field: it lives in `extra`."""
+        return self.extra.get("probe_of")
+
+    def as_probe_of(self, capacity_id: str) -> "Result":
+        """A copy marked as a probe of the capacity search `capacity_id` (its row gains `probe_of`)."""
+        return self.updated(extra={**self.extra, "probe_of": capacity_id})
+
+    def gpu_size(self) -> dict:
+        """The GPU memory and SM count this run saw (they tell datasheet variants apart), from its env;
+        None where absent. The memory comes from the framework's report, else from NVML's list of the
+        host's GPUs, the record's `cuda:N` mapped through its CUDA_VISIBLE_DEVICES."""
+        env = self.env if isinstance(self.env, dict) else {}
+        framework = env.get("framework") if isinstance(env.get("framework"), dict) else {}
+        memory, sms = framework.get("gpu_memory_bytes"), framework.get("gpu_multiprocessors")
+        device = str(self.device or "")
+        if memory is None and device.startswith("cuda:") and isinstance(env.get("gpus"), list):
+            index = _visible_gpu(device, env)
+            memory = next((g.get("memory_total_bytes") for g in env["gpus"]
+                           if isinstance(g, dict) and g.get("index") == index), None)
+        return {"memory_bytes": memory, "sm_count": sms}
+
+
+def _visible_gpu(device: str, env: dict) -> int:
+    """The host's index (NVML's) of a `cuda:N` device, N mapped through the run's CUDA_VISIBLE_DEVICES."""
+    try:
+        index = int(device.split(":", 1)[1])
+    except ValueError:
+        return -1
+    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
+    visible = str(variables.get("CUDA_VISIBLE_DEVICES") or "").split(",")
+    if 0 <= index < len(visible) and visible[index].strip().isdigit():
+        index = int(visible[index])
+    return index
+
 
 def _copy(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
@@ -137,9 +184,6 @@ def blank_record(spec) -> dict:
 def write_json_atomic(path, data: dict) -> None:
     """Write JSON to path via a temporary file and rename, so readers never see half a file (a worker's
     result, read by the runner; a run's spec, polled for by a worker started ahead)."""
-    import json
-    import os
-
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(data, fh, default=str, allow_nan=True)

@@ -1,0 +1,33 @@
+"""Results as a pandas DataFrame, one row per record, the public fields first."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.errors import InputError
+from harness.results.record import FIELDS, Result
+from harness.results.store.database import Store, default_store_path
+
+
+def records_frame(records: list[Result] | list[dict]):
+    """A pandas DataFrame, one row per record, the public fields first. Takes Results or the flat rows
+    `Store.records()` gives; exports pass the rows, so a record an earlier version stored keeps its
+    own fields (a field it lacks stays empty, not this version's default)."""
+    import pandas as pd  # deferred: pandas is only needed by exports and notebooks, and is slow to import
+
+    rows = [r.to_dict() if isinstance(r, Result) else r for r in records]
+    frame = pd.DataFrame.from_records(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=list(FIELDS))
+    ordered = [c for c in FIELDS if c in frame.columns] + [c for c in frame.columns if c not in FIELDS]
+    return frame[ordered]
+
+
+def load_results(store: str | os.PathLike | None = None, *, session: str | None = None):
+    """Every result record in the store as a pandas DataFrame, one row per record."""
+    path = str(store or default_store_path())
+    if not Path(path).exists():
+        raise InputError(f"store {path}: no such file", source=path, field="--store")
+    with Store(path, readonly=True) as s:
+        return records_frame(s.records([session] if session else None))

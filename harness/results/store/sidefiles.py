@@ -1,0 +1,102 @@
+"""Side files: where the results a store could not take are kept, so that nothing measured is lost.
+
+A result that cannot be stored in mid-session (a full disk, a damaged page) is kept, with every
+other result this process measured and its session's plan, in a JSON side file beside the store
+(`<store>.unsaved-<session>-<time>-<pid>.json`; else in the working folder, the temporary folder
+or the home folder; else printed on standard error). Its records are the rows the store would have
+held (`Result.to_dict()`, figures that are not finite as null).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.errors import StoreWriteError
+from harness.results.record import utc_now
+from harness.results.store.failures import explain
+from harness.results.store.schema import session_doc
+
+#: The name of a side file: `<store file name>.unsaved-<session>-<time>-<pid>.json`.
+SIDE_MARK = ".unsaved-"
+
+
+def side_files(store_path: str) -> list[Path]:
+    """Side files beside a store, left by a process that could not store its results."""
+    store = Path(store_path).resolve()
+    return sorted(p for p in store.parent.glob(f"{store.name}{SIDE_MARK}*.json") if p.is_file())
+
+
+def write_atomic(path: Path, text: str) -> bool:
+    """Write text to path through a temporary file, fsync and rename; False if it cannot be written."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
+class Unsaved:
+    """Every record one process added to a store and the sessions it ran, ready to be written to a
+    side file if the store fails to take one."""
+
+    def __init__(self, store_path: str):
+        self.store_path = store_path
+        #: the stored rows of every record this process added
+        self.records: list[dict] = []
+        #: session id -> the session as the store holds it, for every session this process began or read
+        self.sessions: dict[str, dict] = {}
+        #: the side file of this process, once one was written
+        self.path: str | None = None
+
+    def keep(self, exc: BaseException) -> StoreWriteError:
+        """Write every record of this process to a side file; the error that says where."""
+        doc = {"harness_unsaved": 1, "store": str(Path(self.store_path).resolve()), "error": str(exc),
+               "written_at": utc_now(), "sessions": [session_doc(s) for s in self.sessions.values()],
+               "records": self.records}
+        text = json.dumps(doc, default=str)
+        kept = None
+        for target in self._targets():
+            if write_atomic(target, text):
+                kept = self.path = str(target)
+                break
+        if kept is None:
+            sys.stderr.write("harness: the results below could not be stored or written to any file; "
+                             "each line is one result record (JSON):\n")
+            for record in self.records:
+                sys.stderr.write(json.dumps(record, default=str) + "\n")
+            where = "could not be written to any file, so they were printed on standard error, one JSON record a line"
+        else:
+            where = f"are kept in {kept}"
+        return StoreWriteError(
+            f"store {self.store_path}: a result could not be stored: {explain(exc)}. Nothing measured is lost: that "
+            f"result and every other one this process measured ({len(self.records)} in all), with their session, "
+            f"{where}", source=self.store_path, kept_in=kept)
+
+    def _targets(self) -> list[Path]:
+        """Where the side file may go, first choice first: the one already written, else beside the store,
+        the working folder, the temporary folder, the home folder."""
+        if self.path:
+            return [Path(self.path)]
+        store = Path(self.store_path)
+        sessions = "-".join(sorted(self.sessions))[:40] or "nosession"
+        stamp = utc_now().replace(":", "").replace("-", "").split(".")[0]
+        name = f"{store.name}{SIDE_MARK}{sessions}-{stamp}-{os.getpid()}.json"
+        folders = [store.resolve().parent, Path.cwd(), Path(tempfile.gettempdir()), Path.home()]
+        out: list[Path] = []
+        for folder in folders:
+            if folder not in [p.parent for p in out]:
+                out.append(folder / name)
+        return out
