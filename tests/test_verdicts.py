@@ -28,10 +28,11 @@ from harness.results.compare import (
     fastest_configurations,
     is_difference,
 )
+from harness.results.record import Result
 from harness.session.plan import RunSpec, build_plan
 from harness.spec.scenario import load_scenario
 from harness.worker.measure import Measure
-from tests.test_compare import make_record, processes, store_records
+from tests.test_compare import processes, store_records
 
 DEFAULT_PROCESSES = Measure().processes
 
@@ -240,12 +241,12 @@ def _keras_records():
 
 
 def test_backend_variants_name_their_non_default_options():
-    assert backend_variant({"backend": "torch", "options": {"compile_mode": "default"}}) == "torch"
-    assert backend_variant({"backend": "tensorflow", "options": {"keras": "auto"}}) == "tensorflow"
-    assert backend_variant({"backend": "tensorflow", "options": {"keras": "tf_keras"}}) == "tensorflow[keras=tf_keras]"
-    assert backend_variant({"backend": "torch", "options": {"compile_mode": "max-autotune"}}) == \
+    assert backend_variant(Result(backend="torch", options={"compile_mode": "default"})) == "torch"
+    assert backend_variant(Result(backend="tensorflow", options={"keras": "auto"})) == "tensorflow"
+    assert backend_variant(Result(backend="tensorflow", options={"keras": "tf_keras"})) == "tensorflow[keras=tf_keras]"
+    assert backend_variant(Result(backend="torch", options={"compile_mode": "max-autotune"})) == \
         "torch[compile_mode=max-autotune]"
-    assert backend_variant({"backend": "torch"}) == "torch"  # records older than options
+    assert backend_variant(Result.from_dict({"backend": "torch"})) == "torch"  # records older than options
 
 
 def test_records_that_differ_in_options_are_never_pooled():

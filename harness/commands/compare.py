@@ -81,7 +81,7 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
     records = load_records(store_path, sessions)
     if by == ["session_id"]:
         # the first --session is the baseline; a session may be named by a unique prefix of its id
-        ids = list(dict.fromkeys(r["session_id"] for r in records))
+        ids = list(dict.fromkeys(r.session_id for r in records))
         wanted = baseline if baseline is not None else (sessions[0] if sessions else None)
         matches = [s for s in ids if wanted is not None and str(s).startswith(wanted)]
         if wanted is not None:
