@@ -50,8 +50,11 @@ def as_results(records) -> list[Result]:
 
 
 def as_records(records) -> list[dict]:
-    """A list of record dicts from Results, records or a DataFrame (pandas NaN becomes None)."""
-    return [r.to_dict() for r in as_results(records)]
+    """A list of record dicts from Results, record rows or a DataFrame (pandas NaN becomes None)."""
+    if hasattr(records, "to_dict"):
+        records = records.to_dict(orient="records")
+    return [r.to_dict() if isinstance(r, Result) else {k: (None if missing(v) else v) for k, v in r.items()}
+            for r in records]
 
 
 def probe_of(record: Result):
