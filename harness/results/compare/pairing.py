@@ -334,7 +334,8 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     rows whose records say their machine was busy. InputError on an unknown field, metric or baseline,
     or when nothing can be matched.
     """
-    import pandas as pd  # deferred on purpose: `harness run` imports this package for its tables, and pandas is slow to import
+    # deferred on purpose: `harness run` imports this package for its tables, and pandas is slow to import
+    import pandas as pd
 
     records, by = _comparable(records, by, metric, min_effect)
     order, groups = _grouped(records, by)

@@ -39,7 +39,8 @@ def technique_speedups(records) -> dict:
     Computed per workload; where the usual baseline was not measured, the first value seen is the
     baseline. A technique measured at a single value is left out.
     """
-    import pandas as pd  # deferred on purpose: `harness run` imports this package for its tables, and pandas is slow to import
+    # deferred on purpose: `harness run` imports this package for its tables, and pandas is slow to import
+    import pandas as pd
 
     records = ok_records(records)
     out = {}
