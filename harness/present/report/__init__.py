@@ -8,9 +8,10 @@ reasons; then each workload's own plots, drawn as the workload declares them (`W
 datasheet ratios; every result; every warning. No workload or technique is named in this package:
 the workloads say what to draw.
 
-By job: `shaping` turns records into what a plot or table shows, `plots` draws (matplotlib's Agg
-canvas; the HTML embeds the plots as base64 PNG data URIs, the Markdown links PNG files written beside
-it), `sections` puts them in order, `page` renders HTML and Markdown, `files` writes them.
+By job: `shaping` turns records into what a plot shows and `rows` into the report's tables and lists;
+`plots` draws (matplotlib's Agg canvas; the HTML embeds the plots as base64 PNG data URIs, the Markdown
+links PNG files written beside it); `sections` puts them in order, `page` renders HTML and Markdown and
+`files` writes them.
 """
 
 from harness.present.report.files import write_report
@@ -32,6 +33,12 @@ from harness.present.report.plots import (
     plot_technique_speedups,
     plot_tflops_vs_peak,
 )
+from harness.present.report.rows import (
+    device_ratio_rows,
+    result_rows,
+    unfinished_rows,
+    warning_lines,
+)
 from harness.present.report.sections import (
     build_sections,
     framework_section,
@@ -46,13 +53,9 @@ from harness.present.report.shaping import (
     Group,
     configuration_groups,
     describe_settings,
-    device_ratio_rows,
-    result_rows,
     settings,
-    unfinished_rows,
     variant_colours,
     variant_order,
-    warning_lines,
 )
 
 __all__ = [

@@ -11,19 +11,21 @@ from harness.present.report.plots import (
     plot_frameworks,
     plot_technique_speedups,
 )
+from harness.present.report.rows import (
+    device_ratio_rows,
+    result_rows,
+    unfinished_rows,
+    warning_lines,
+)
 from harness.present.report.shaping import (
     configuration_groups,
-    device_ratio_rows,
     group_ratios,
     integral,
     metric_sets,
     not_probes,
-    result_rows,
     settings,
-    unfinished_rows,
     variant_colours,
     variant_of,
-    warning_lines,
     workload_spec,
 )
 from harness.results.compare import (
