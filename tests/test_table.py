@@ -4,7 +4,6 @@ the session and the image size, list the sessions, and say `n/a` for a one-sampl
 
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
