@@ -22,8 +22,12 @@ from harness.results.compare import (
     INCONCLUSIVE,
     SAME,
     SLOWER,
+    as_results,
     compare,
     fail_if_slower,
+    load_records,
+    ok_records,
+    slowdown_pct,
     technique_speedups,
 )
 from harness.results.record import FIELDS, SCHEMA_VERSION, Result
@@ -278,8 +282,10 @@ def test_fail_if_slower_exits_1_when_a_10pct_regression_is_planted(tmp_path):
     path = _two_sessions(tmp_path, -0.10)
     result = invoke("compare", "--store", path, "--session", "before", "--session", "after", "--fail-if-slower", 5)
     assert result.exit_code == 1, result.output
-    assert "regression: after is 10" in result.output
-    assert "2 row(s) slower by more than 5%" in result.output
+    regressed = fail_if_slower(compare(load_records(path), ["session_id"], baseline="before"), 5)
+    assert [(row["workload"], row["value"]) for row in regressed] == [("resnet50_train", "after"), ("gemm", "after")]
+    assert all(slowdown_pct(row) == pytest.approx(10.0, abs=1.5) for row in regressed)
+    assert sum(line.startswith("regression: after is ") for line in result.output.splitlines()) == 2
 
 
 def test_fail_if_slower_exits_0_when_nothing_regressed(tmp_path):
@@ -392,3 +398,22 @@ def test_scaling_efficiency_takes_the_fewest_replicas_as_baseline_whichever_ran_
     (named,) = compare(records, ["replicas"], baseline="2").to_dict("records")
     assert (named["baseline"], named["value"]) == ("2", "1")
     assert named["scaling_efficiency"] == pytest.approx(row["scaling_efficiency"])
+
+
+# ---------------------------------------------------------------- records in
+def test_load_records_gives_results_in_store_order(tmp_path):
+    rows = processes(1000.0, n=2, seed=50) + processes(900.0, n=2, backend="tensorflow", seed=51)
+    loaded = load_records(store_records(tmp_path / "h.db", rows))
+    assert all(isinstance(r, Result) for r in loaded)
+    assert [r.run_id for r in loaded] == [row["run_id"] for row in rows]
+
+
+def test_rows_and_dataframes_are_typed_at_the_door_with_nan_as_none(tmp_path):
+    rows = processes(1000.0, n=5, seed=52) + processes(1100.0, n=5, backend="tensorflow", seed=53)
+    frame = load_results(store_records(tmp_path / "h.db", rows))
+    typed = as_results(frame)
+    assert all(isinstance(r, Result) for r in typed) and typed[0].error is None  # NaN in the frame
+    assert as_results(typed)[0] is typed[0]
+    assert [r.run_id for r in ok_records(rows)] == [r.run_id for r in typed]
+    by_frame, by_rows, by_results = (compare(x, ["backend"]).to_dict("records") for x in (frame, rows, typed))
+    assert by_frame == by_rows == by_results

@@ -1,10 +1,9 @@
-"""Tables that fit the terminal (issue 14): `results`, `compare` and the run summary respect COLUMNS,
+"""Tables that fit the terminal: `results`, `compare` and the run summary respect COLUMNS,
 move what every row shares to a line above the table, shorten notes, keep integers integers, show
 the session and the image size, list the sessions, and say `n/a` for a one-sample CI."""
 
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
@@ -28,6 +27,11 @@ def _record(run_id, *, session="s1", backend="torch", size=1024, median=0.5, sam
             "peak_allocated_bytes": None, "host_peak_rss_bytes": 600 * 2**20, "warnings": [LONG_NOTE], "env": {},
             "started_at": f"2026-11-30T00:00:{len(run_id):02d}", "duration_s": 4.0}
     return {**base, **extra}
+
+
+def _result(run_id, **fields) -> Result:
+    """The record as the store gives it back: a Result."""
+    return Result.from_dict(_record(run_id, **fields))
 
 
 def _store(path, records, sessions=()):
@@ -56,14 +60,14 @@ def test_integers_stay_integers_even_where_pandas_made_them_float():
 
     assert cell(np.int64(7)) == "7" and cell(np.float64(224.0)) == "224" and cell(pd.NA) == "-"
     # a column mixing a number and a missing value is float in pandas: still shown as an integer
-    records = [_record("a", size=1024), _record("bb", size=None)]
+    records = [_result("a", size=1024), _result("bb", size=None)]
     text = results_text(records, width=200)
     assert "1024" in text and "1024.0" not in text and "224.0" not in text
 
 
 # --------------------------------------------------------------------------------- fitting a width
 def test_every_line_fits_the_width_and_what_every_row_shares_moves_above_the_table():
-    records = [_record(f"r{i}", backend=b, median=0.1 * (i + 1)) for i, b in enumerate(["torch", "tensorflow"] * 3)]
+    records = [_result(f"r{i}", backend=b, median=0.1 * (i + 1)) for i, b in enumerate(["torch", "tensorflow"] * 3)]
     for width in (80, 100, 140):
         text = results_text(records, width=width)
         assert all(len(line) <= width for line in text.splitlines()), (width, text)
@@ -77,7 +81,7 @@ def test_every_line_fits_the_width_and_what_every_row_shares_moves_above_the_tab
 
 
 def test_wide_prints_every_column_and_note_in_full():
-    records = [_record(f"r{i}", backend=b) for i, b in enumerate(["torch", "tensorflow"])]
+    records = [_result(f"r{i}", backend=b) for i, b in enumerate(["torch", "tensorflow"])]
     text = results_text(records, width=80, wide=True)
     assert LONG_NOTE in text and "every row" not in text
     header = text.splitlines()[0]
@@ -86,13 +90,13 @@ def test_wide_prints_every_column_and_note_in_full():
 
 
 def test_session_and_image_size_are_columns_when_they_vary_and_said_once_when_not():
-    records = [_record("a", session="s-one", size=None, image_size=32),
-               _record("bb", session="s-two", size=None, image_size=224)]
+    records = [_result("a", session="s-one", size=None, image_size=32),
+               _result("bb", session="s-two", size=None, image_size=224)]
     text = results_text(records, width=250)
     header = next(line for line in text.splitlines() if line.startswith("session"))
     assert "image_size" in header
     assert any(line.startswith("s-one") and " 32 " in line for line in text.splitlines())
-    same = results_text([_record("a", size=None, image_size=32), _record("bb", size=None, image_size=32)], width=250)
+    same = results_text([_result("a", size=None, image_size=32), _result("bb", size=None, image_size=32)], width=250)
     assert "image_size=32" in same.splitlines()[0] and "session=s1" in same
 
 
@@ -105,10 +109,10 @@ def test_the_terminal_width_comes_from_columns(monkeypatch):
 
 
 def test_a_one_sample_figure_has_no_interval():
-    one = _record("a", median=2.08, samples=[2.08], ci_low=2.08, ci_high=2.08)
+    one = _result("a", median=2.08, samples=[2.08], ci_low=2.08, ci_high=2.08)
     text = results_text([one], width=200)
     assert "2.08 [n/a]" in text and "[2.08, 2.08]" not in text
-    many = _record("bb", median=2.08, samples=[2.0, 2.08, 2.1], ci_low=2.0, ci_high=2.1)
+    many = _result("bb", median=2.08, samples=[2.0, 2.08, 2.1], ci_low=2.0, ci_high=2.1)
     assert "2.08 [2, 2.1]" in results_text([many], width=200)
 
 

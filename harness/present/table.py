@@ -13,7 +13,8 @@ import re
 import shutil
 from dataclasses import dataclass, field
 
-from harness.results.compare import backend_variant
+from harness.results.compare import as_results, backend_variant
+from harness.results.record import Result
 
 GiB = 1024**3
 #: Width of a table printed where there is no terminal to ask and `COLUMNS` is not set (a pipe, a file).
@@ -75,17 +76,17 @@ def _bytes(value) -> str:
     return "-" if _missing(value) else f"{float(value) / GiB:.2f} GiB"
 
 
-def _samples(record: dict) -> int | None:
-    samples = record.get("samples")
-    if isinstance(samples, (list, tuple)):
+def _samples(record: Result) -> int | None:
+    samples = record.samples
+    if samples and isinstance(samples, (list, tuple)):  # none recorded: the count is unknown
         return len([s for s in samples if not _missing(s)])
     return None
 
 
-def ci_text(record: dict) -> str:
+def ci_text(record: Result) -> str:
     """` [low, high]`, ` [n/a]` for a figure from one sample (its bootstrap interval has no width:
     nothing to say about the spread), or '' where no interval was computed."""
-    low, high = record.get("ci_low"), record.get("ci_high")
+    low, high = record.ci_low, record.ci_high
     if _missing(low) or _missing(high):
         return ""
     n = _samples(record)
@@ -94,57 +95,65 @@ def ci_text(record: dict) -> str:
     return f" [{_fmt(low)}, {_fmt(high)}]"
 
 
-def varying_params(records: list[dict]) -> list[str]:
+def varying_params(records: list[Result]) -> list[str]:
     """Parameter names whose value differs between records (what a sweep varied)."""
     keys: dict[str, set] = {}
-    for r in records:
-        for k, v in (r.get("params") or {}).items():
+    for r in as_results(records):
+        for k, v in (r.params or {}).items():
             keys.setdefault(k, set()).add(repr(v))
     return [k for k, vals in keys.items() if len(vals) > 1]
 
 
-def summary_rows(records: list[dict], params: list[str] | None = None) -> list[dict]:
+def _notes(r: Result) -> str:
+    """A record's warnings, led by the first line of its error where it did not end ok."""
+    warnings = r.warnings
+    notes = [str(w) for w in warnings] if isinstance(warnings, (list, tuple)) else []
+    if r.status not in ("ok", None) and not _missing(r.error) and r.error:
+        notes.insert(0, str(r.error).splitlines()[0][:120])
+    return "; ".join(notes)
+
+
+def _summary_row(r: Result, params: list[str]) -> dict:
+    row = {"backend": r.backend, "device": r.device}
+    for p in params:
+        row[p] = (r.params or {}).get(p)
+    row["status"] = r.status
+    median = r.median
+    if not _missing(median):
+        row["median [95% CI]"] = f"{_fmt(median)}{ci_text(r)}"
+    else:  # not measured (a timeout, a failure): a dash, no unit, no interval
+        row["median [95% CI]"] = "-"
+    row["unit"] = r.unit if not _missing(median) else ""
+    row["cv"] = f"{float(r.cv):.1%}" if not _missing(r.cv) and (_samples(r) or 2) >= 2 else "-"
+    step = r.step_time_s
+    row["step ms"] = _fmt(float(step) * 1000) if not _missing(step) and step else "-"
+    row["first step s"] = _fmt(r.first_step_s, 3)
+    row["peak alloc"] = _bytes(r.peak_allocated_bytes)
+    row["host rss"] = _bytes(r.host_peak_rss_bytes)
+    row["notes"] = _notes(r)
+    return row
+
+
+def summary_rows(records: list[Result], params: list[str] | None = None) -> list[dict]:
     """One display row per record: who ran what, status, headline with its CI, step time, memory, warnings."""
+    records = as_results(records)
     params = varying_params(records) if params is None else params
-    rows = []
-    for r in records:
-        row = {"backend": r.get("backend"), "device": r.get("device")}
-        for p in params:
-            row[p] = (r.get("params") or {}).get(p)
-        row["status"] = r.get("status")
-        median = r.get("median")
-        if not _missing(median):
-            row["median [95% CI]"] = f"{_fmt(median)}{ci_text(r)}"
-        else:  # not measured (a timeout, a failure): a dash, no unit, no interval
-            row["median [95% CI]"] = "-"
-        row["unit"] = r.get("unit") if not _missing(median) else ""
-        row["cv"] = f"{float(r['cv']):.1%}" if not _missing(r.get("cv")) and (_samples(r) or 2) >= 2 else "-"
-        step = r.get("step_time_s")
-        row["step ms"] = _fmt(float(step) * 1000) if not _missing(step) and step else "-"
-        row["first step s"] = _fmt(r.get("first_step_s"), 3)
-        row["peak alloc"] = _bytes(r.get("peak_allocated_bytes"))
-        row["host rss"] = _bytes(r.get("host_peak_rss_bytes"))
-        warnings = r.get("warnings")
-        notes = [str(w) for w in warnings] if isinstance(warnings, (list, tuple)) else []
-        if r.get("status") not in ("ok", None) and not _missing(r.get("error")) and r.get("error"):
-            notes.insert(0, str(r["error"]).splitlines()[0][:120])
-        row["notes"] = "; ".join(notes)
-        rows.append(row)
-    return rows
+    return [_summary_row(r, params) for r in records]
 
 
-def result_rows(records: list[dict]) -> list[dict]:
+def result_rows(records: list[Result]) -> list[dict]:
     """The terminal's rows of records: session, scenario, workload, backend (with its non-default
     options), device and its name, every parameter (image size included), then summary_rows' figures."""
 
-    names = list(dict.fromkeys(k for r in records for k in (r.get("params") or {})))
+    records = as_results(records)
+    names = list(dict.fromkeys(k for r in records for k in (r.params or {})))
     rows = []
     for record, row in zip(records, summary_rows(records, params=names)):
         row.pop("backend", None)
         row.pop("device", None)
-        lead = {"session": record.get("session_id"), "scenario": record.get("scenario"),
-                "workload": record.get("workload"), "backend": backend_variant(record),
-                "device": record.get("device"), "device name": record.get("device_name")}
+        lead = {"session": record.session_id, "scenario": record.scenario,
+                "workload": record.workload, "backend": backend_variant(record),
+                "device": record.device, "device name": record.device_name}
         rows.append({**lead, **row})
     return rows
 
@@ -193,6 +202,89 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - len(ELLIPSIS))].rstrip() + ELLIPSIS
 
 
+def _set_aside(columns: list[str], cells: dict, out: Fitted, *, keep, required, move: bool) -> None:
+    """Leave out the columns empty in every row (but the `required`); with `move`, put a column (not kept
+    or required) whose value is the same in every row into `out.common`."""
+    for c in list(columns):
+        values = cells[c]
+        if c in required:
+            continue
+        if all(v in ("-", "") for v in values):
+            columns.remove(c)
+        elif move and c not in keep and len(set(values)) == 1:
+            out.common[c] = values[0]
+            columns.remove(c)
+
+
+class _Widths:
+    """The columns shown and their widths, as they are cut to fit a width."""
+
+    def __init__(self, columns: list[str], cells: dict, width: int, shorten) -> None:
+        self.columns, self.width = columns, width
+        self.full = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
+        self.sizes = dict(self.full)
+        self.floors = dict(shorten) if isinstance(shorten, dict) else {c: MIN_SHORTENED_HARD for c in shorten}
+
+    def total(self) -> int:
+        """The table's width at the current sizes."""
+        return sum(self.sizes[c] for c in self.columns) + len(GAP) * (len(self.columns) - 1)
+
+    def fits(self) -> bool:
+        """Whether the table fits the width."""
+        return self.total() <= self.width
+
+    def cut(self, least: int | None) -> None:
+        """Shorten the `shorten` columns in their order, each down to `least` (None: its own floor),
+        until the table fits."""
+        self.sizes.update(self.full)
+        for c in self.floors:
+            over = self.total() - self.width
+            if over <= 0:
+                return
+            if c in self.columns:
+                floor = max(len(c), self.floors[c] if least is None else max(least, self.floors[c]))
+                self.sizes[c] = min(self.sizes[c], max(floor, self.sizes[c] - over))
+
+    def leave_out(self, names, out: Fitted) -> None:
+        """Leave these columns out, saying so in `out.hidden`."""
+        for c in names:
+            if c in self.columns:
+                self.columns.remove(c)
+                out.hidden.append(c)
+
+
+def _narrow(widths: _Widths, out: Fitted, optional, last_resort) -> None:
+    """Cut and leave out columns until the table fits: the `shorten` columns to MIN_SHORTENED, the `optional`
+    columns out, the `shorten` columns to their floors, the `last_resort` columns out."""
+    widths.cut(MIN_SHORTENED)
+    for c in optional:  # the least needed columns go before the notes shrink below MIN_SHORTENED
+        if widths.fits():
+            break
+        if c in widths.columns:
+            widths.leave_out([c], out)
+            widths.cut(MIN_SHORTENED)
+    widths.cut(None)
+    for group in last_resort:  # a name, or names that go together (two sides of one figure)
+        if widths.fits():
+            break
+        widths.leave_out([group] if isinstance(group, str) else group, out)
+        widths.cut(None)
+    out.shortened = [c for c in widths.columns if widths.sizes[c] < widths.full[c]]
+
+
+def _aligned(columns: list[str], cells: dict, sizes: dict, n_rows: int) -> str:
+    """The header and rows, each cell shortened to its column's size, numbers right-aligned."""
+    lines = []
+    align = {c: _right_aligned(cells[c]) for c in columns}
+    for values in [list(columns)] + [[cells[c][i] for c in columns] for i in range(n_rows)]:
+        parts = []
+        for c, v in zip(columns, values):
+            v = _shorten(v, sizes[c])
+            parts.append(v.rjust(sizes[c]) if align[c] else v.ljust(sizes[c]))
+        lines.append(GAP.join(parts).rstrip())
+    return "\n".join(lines)
+
+
 def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=(), required=(),
         shorten=("notes", "warnings"), optional=(), last_resort=(), move: bool = True) -> Fitted:
     """Lay `rows` out for `width` columns (default: terminal_width()).
@@ -213,64 +305,11 @@ def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=
     columns = list(dict.fromkeys(k for row in rows for k in row))
     cells = {c: [cell(row.get(c)) if not isinstance(row.get(c), str) else row.get(c) for row in rows] for c in columns}
     if not wide:
-        for c in list(columns):
-            values = cells[c]
-            if c in required:
-                continue
-            if all(v in ("-", "") for v in values):
-                columns.remove(c)
-            elif move and c not in keep and len(set(values)) == 1:
-                out.common[c] = values[0]
-                columns.remove(c)
-    full = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
-    sizes = dict(full)
-
-    def total() -> int:
-        return sum(sizes[c] for c in columns) + len(GAP) * (len(columns) - 1)
-
-    floors = dict(shorten) if isinstance(shorten, dict) else {c: MIN_SHORTENED_HARD for c in shorten}
-
-    def cut(least: int | None) -> None:
-        """Shorten the `shorten` columns in their order, each down to `least` (None: its own floor),
-        until the table fits."""
-        sizes.update(full)
-        for c in floors:
-            over = total() - width
-            if over <= 0:
-                return
-            if c in columns:
-                floor = max(len(c), floors[c] if least is None else max(least, floors[c]))
-                sizes[c] = min(sizes[c], max(floor, sizes[c] - over))
-
+        _set_aside(columns, cells, out, keep=keep, required=required, move=move)
+    widths = _Widths(columns, cells, width, shorten)
     if not wide:
-        cut(MIN_SHORTENED)
-        for c in optional:  # the least needed columns go before the notes shrink below MIN_SHORTENED
-            if total() <= width:
-                break
-            if c in columns:
-                columns.remove(c)
-                out.hidden.append(c)
-                cut(MIN_SHORTENED)
-        cut(None)
-        for group in last_resort:  # a name, or names that go together (two sides of one figure)
-            if total() <= width:
-                break
-            for c in [group] if isinstance(group, str) else group:
-                if c in columns:
-                    columns.remove(c)
-                    out.hidden.append(c)
-            cut(None)
-        out.shortened = [c for c in columns if sizes[c] < full[c]]
-
-    lines = []
-    align = {c: _right_aligned(cells[c]) for c in columns}
-    for values in [list(columns)] + [[cells[c][i] for c in columns] for i in range(len(rows))]:
-        parts = []
-        for c, v in zip(columns, values):
-            v = _shorten(v, sizes[c])
-            parts.append(v.rjust(sizes[c]) if align[c] else v.ljust(sizes[c]))
-        lines.append(GAP.join(parts).rstrip())
-    out.text = "\n".join(lines)
+        _narrow(widths, out, optional, last_resort)
+    out.text = _aligned(widths.columns, cells, widths.sizes, len(rows))
     return out
 
 
@@ -304,7 +343,7 @@ RESULT_REQUIRED = ("backend", "median [95% CI]")
 RESULT_OPTIONAL = ("host rss", "first step s", "peak alloc", "device name", "scenario", "step ms", "cv")
 
 
-def results_text(records: list[dict], *, width: int | None = None, wide: bool = False) -> str:
+def results_text(records: list[Result], *, width: int | None = None, wide: bool = False) -> str:
     """The results table for the terminal: what every row shares on a line above it, the table,
     and a line saying what was shortened or left out."""
     if not records:
@@ -320,6 +359,6 @@ def render(rows: list[dict]) -> str:
     return fit(rows, wide=True).text
 
 
-def summary_table(records: list[dict], *, width: int | None = None, wide: bool = False) -> str:
+def summary_table(records: list[Result], *, width: int | None = None, wide: bool = False) -> str:
     """The summary table printed at the end of `harness run` and by `harness results`."""
     return results_text(records, width=width, wide=wide)

@@ -10,8 +10,12 @@ from harness.present.report import (
     build_sections,
     html_table,
     markdown_table,
+    page,
     write_report,
 )
+from harness.present.report import plots as drawing
+from harness.present.report.shaping import group_ratios
+from harness.results.record import Result
 from tests.test_compare import make_record, processes
 
 H200 = "NVIDIA H200"
@@ -43,7 +47,7 @@ def framework_records(n=5):
             seed += 1
             records += processes(tflops * scale, n, seed=seed, workload="gemm", backend=backend,
                                  precision=precision, device_name=H200)
-    return records
+    return [Result.from_dict(r) for r in records]
 
 
 @pytest.fixture(scope="module")
@@ -89,18 +93,18 @@ def test_each_backend_variant_gets_its_own_colour():
 
 
 def test_the_ratio_on_each_bar_is_compare_by_backend_against_the_groups_baseline():
-    records = [r for r in framework_records() if r["workload"] == "resnet50_train"]
+    records = [r for r in framework_records() if r.workload == "resnet50_train"]
     assert len(rp.configuration_groups(records)) == 3
     groups = rp.configuration_groups(records, min_variants=2)
     # the cuda_graph configuration: only TensorFlow tried it (unsupported), so it is no group of two,
     # and execution, the same in the groups kept, labels none of them
     assert [g.label for g in groups] == ["batch_size=32", "batch_size=128"]
-    ratios, rows = rp._group_ratios(groups, list(rp.variant_colours(records)))
+    ratios, rows = group_ratios(groups, list(rp.variant_colours(records)))
     keras3 = ratios[(0, "tensorflow[keras=keras3]")]
     assert keras3["baseline"] == "torch" and keras3["ratio"] == pytest.approx(0.8, abs=0.02)
     assert keras3["verdict"] == "slower"
     assert (1, "tensorflow[keras=tf_keras]") not in ratios  # it ran out of memory: no bar, no ratio
-    assert groups[1].other["tensorflow[keras=tf_keras]"][0]["status"] == "oom"
+    assert groups[1].other["tensorflow[keras=tf_keras]"][0].status == "oom"
 
 
 def test_the_fastest_configuration_of_each_variant_is_named(sections):
@@ -132,7 +136,7 @@ def test_every_plot_says_what_varies_and_what_is_fixed_image_size_in_pixels(sect
 
 
 def test_one_backend_only_says_there_is_nothing_to_compare_and_names_its_fastest():
-    records = [r for r in framework_records(n=1) if r["backend"] == "torch"]
+    records = [r for r in framework_records(n=1) if r.backend == "torch"]
     first = build_sections(records)[0]
     assert not plots(first)
     assert any("only torch measured here; nothing to compare" in t for t in texts(first))
@@ -143,8 +147,8 @@ def test_a_capacity_answer_of_one_backend_names_its_metric_beside_a_framework_co
     # seen in a GPU session's report: "resnet50_train: only tensorflow measured here" above a table that
     # compared torch with tensorflow; the lone backend was that of the capacity searches
     records = framework_records(n=1)
-    search = dict(next(r for r in records if r["backend"] == "tensorflow" and r["status"] == "ok"))
-    search.update(run_id="capacity-1", metric="max_batch_size", unit="images", median=1134.0)
+    search = next(r for r in records if r.backend == "tensorflow" and r.status == "ok")
+    search = search.updated(run_id="capacity-1", metric="max_batch_size", unit="images", median=1134.0)
     first = build_sections(records + [search])[0]
     said = [t for t in texts(first) if "measured here" in t]
     assert said and all(t.startswith("resnet50_train (max_batch_size): only tensorflow") for t in said), said
@@ -161,20 +165,20 @@ def test_failed_and_unsupported_runs_are_listed_with_their_reasons(sections):
 
 
 def test_an_all_ok_store_says_so():
-    records = [r for r in framework_records(n=1) if r["status"] == "ok"]
+    records = [r for r in framework_records(n=1) if r.status == "ok"]
     assert texts(build_sections(records)[1]) == ["Every run ended ok."]
 
 
 def test_memory_axis_starts_at_zero_and_peaks_are_drawn_where_known(monkeypatch):
     drawn = {}
-    real = rp._png
+    real = drawing.png
 
     def keep(fig):
         for ax in fig.axes:
             drawn[fig.texts[0].get_text() if fig.texts else ax.get_title()] = ax
         return real(fig)
 
-    monkeypatch.setattr(rp, "_png", keep)
+    monkeypatch.setattr(drawing, "png", keep)
     build_sections(framework_records(n=2))
     memory = next(ax for title, ax in drawn.items() if "peak allocated memory" in title)
     assert memory.get_ylim()[0] == 0
@@ -199,7 +203,7 @@ def test_html_tables_wrap_and_keep_long_notes_in_a_details_element():
     summary = re.search(r"<summary>(.*?)</summary>", table).group(1)
     assert len(summary) <= rp.CELL_CHARS and summary.endswith("\u2026")
     assert long.strip() in table  # the whole text is in the page
-    assert "overflow-wrap: anywhere" in rp._CSS
+    assert "overflow-wrap: anywhere" in page._CSS
 
 
 def test_html_page_keeps_every_long_cell_inside_details(written):
