@@ -116,7 +116,11 @@ class NvmlSampler:
         }
 
 
-def sampler_for(device: str):
+#: What sampler_for hands out: both have start, stop and figures.
+Sampler = NullSampler | NvmlSampler
+
+
+def sampler_for(device: str) -> Sampler:
     """An NvmlSampler for a neutral `cuda:N` device where NVML answers, else a NullSampler."""
     index = gpu_index(device)
     if index is None or nvml() is None:

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from harness.errors import InputError
 
@@ -321,23 +320,6 @@ def scaling_efficiency(rate: float | None, replicas: int, rate_one: float | None
     if not rate or not rate_one or replicas < 1:
         return None
     return rate / (replicas * rate_one)
-
-
-_TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n?\s*exitcode\s*:\s*(-?\d+)", re.S)
-
-
-def torchrun_failures(log: str) -> dict[int, str]:
-    """The ranks torchrun's failure summary names (`rank : 1 (local_rank: 1)` / `exitcode : -9`), with how each ended."""
-    out: dict[int, str] = {}
-    root = log.rfind("Root Cause")
-    if root >= 0:  # the first observed failure first: merge() takes the first rank that died as the cause
-        match = _TORCHRUN_FAILURE.search(log, root)
-        if match:
-            out[int(match.group(1))] = f"{describe_exit(int(match.group(2)))} (torchrun's root cause)"
-    for match in _TORCHRUN_FAILURE.finditer(log):
-        rank, code = int(match.group(1)), int(match.group(2))
-        out.setdefault(rank, f"{describe_exit(code)} (torchrun's failure summary)")
-    return out
 
 
 class BarrierClock:
