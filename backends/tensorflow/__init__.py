@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict
 
 from backends.tensorflow.launcher import tensorflow_launch
 from harness.errors import ONEDNN_ALLOCATION, first_line, line_naming
+from harness.seam.adapter import Device
 from harness.seam.backend import Backend
-from harness.seam.distributed import Cluster, Launch
+from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import technique_values
 
@@ -149,6 +150,7 @@ class TensorFlowBackend(Backend):
         if device == "cpu" and params.get("precision") == "tf32":
             return "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
         if workload == "resnet50_train" and params.get("model") == "keras_resnet50_v1" and params.get("recompute") == "blocks":
+            # a workload module: the worker side of the backend, kept out of the parent unless asked
             from backends.tensorflow.resnet50_train import KERAS_V1_RECOMPUTE_REASON
 
             return KERAS_V1_RECOMPUTE_REASON
@@ -194,10 +196,11 @@ class TensorFlowBackend(Backend):
         or one process holding every replica under `strategy: mirrored` (backends.tensorflow.launcher)."""
         return tensorflow_launch(spec, worker, cluster)
 
-    def open_replica(self, device: str, cpu_threads: dict, replica):
+    def open_replica(self, device: str, cpu_threads: dict, replica: Replica) -> Device:
         """This replica's device (only it visible to TensorFlow) and MultiWorkerMirroredStrategy over the workers;
         under `strategy: mirrored` (launch says so in HARNESS_TF_STRATEGY) every replica's device, in this one
         process, and MirroredStrategy over them."""
+        # the worker's side: loaded in a worker only
         from backends.tensorflow.device import (
             TensorFlowMirroredDevice,
             TensorFlowReplicaDevice,
@@ -207,8 +210,9 @@ class TensorFlowBackend(Backend):
             return TensorFlowMirroredDevice(device, cpu_threads, replica)
         return TensorFlowReplicaDevice(device, cpu_threads, replica)
 
-    def open_device(self, device: str, cpu_threads: dict):
+    def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import TensorFlow, set its thread pools, turn memory growth on and resolve the device."""
+        # the worker's side: loaded in a worker only
         from backends.tensorflow.device import TensorFlowDevice
 
         return TensorFlowDevice(device, cpu_threads)

@@ -11,10 +11,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from backends.torch.compat import out_of_memory_errors
 from backends.torch.launcher import torchrun_launch
 from harness.errors import ONEDNN_ALLOCATION, allocation_failure
+from harness.seam.adapter import Device
 from harness.seam.backend import Backend
-from harness.seam.distributed import Cluster, Launch
+from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import technique_values
 
@@ -104,6 +106,7 @@ class TorchBackend(Backend):
         if execution == "graph":
             return NO_GRAPH_MODE
         if device == "cpu" and params.get("precision") == "tf32":
+            # the worker's side of the backend: loaded when needed
             from backends.torch.precision import TF32_ON_CPU
 
             return TF32_ON_CPU
@@ -125,23 +128,23 @@ class TorchBackend(Backend):
         (backends.torch.launcher)."""
         return torchrun_launch(spec, worker, cluster)
 
-    def open_replica(self, device: str, cpu_threads: dict, replica):
+    def open_replica(self, device: str, cpu_threads: dict, replica: Replica) -> Device:
         """This replica's device (cuda:K+local_rank, or the CPU) and torch.distributed's process group
         (NCCL on a GPU, gloo on the CPU), joined through torchrun's environment."""
+        # the worker's side: loaded in a worker only
         from backends.torch.device import TorchReplicaDevice
 
         return TorchReplicaDevice(device, cpu_threads, replica)
 
-    def open_device(self, device: str, cpu_threads: dict):
+    def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import torch, set its thread pools, and resolve the device (`auto`: the first CUDA GPU, else the CPU)."""
+        # the worker's side: loaded in a worker only
         from backends.torch.device import TorchDevice
 
         return TorchDevice(device, cpu_threads)
 
     def out_of_memory(self, exc: BaseException) -> str | None:
         """Evidence that torch or the host ran out of memory (cuDNN/cuBLAS allocation failures too), or None."""
-        from backends.torch.compat import out_of_memory_errors
-
         hit = allocation_failure(exc, out_of_memory_errors(), OOM_MESSAGES)  # torch.compile wraps the original
         if hit is None and os.environ.get("HARNESS_MEMORY_LIMIT_BYTES"):
             # under a host memory limit (--memory-limit), oneDNN's backward reports a buffer it could not
