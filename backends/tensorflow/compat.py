@@ -61,6 +61,7 @@ def keras_major() -> int:
 
 
 def is_keras3() -> bool:
+    """Whether `tf.keras` names Keras 3."""
     return keras_major() >= 3
 
 

@@ -43,13 +43,16 @@ class WallClock:
         self._sync = sync or (lambda: None)
 
     def sync(self) -> None:
+        """Wait for the device."""
         self._sync()
 
     def start(self) -> float:
+        """Wait for the device, then note the time: the token stop takes."""
         self._sync()
         return time.perf_counter()
 
     def stop(self, token: float) -> BlockTime:
+        """Wait for the device; the seconds since `token`."""
         self._sync()
         return BlockTime(time.perf_counter() - token)
 
@@ -57,9 +60,11 @@ class WallClock:
 class Telemetry(Protocol):
     """Something sampled during the timed region (GPU power, clocks); must not disturb it."""
 
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """Begin sampling (as the timed region begins)."""
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """End sampling (as the timed region ends)."""
 
 
 @dataclass
@@ -73,10 +78,12 @@ class Timing:
 
     @property
     def wall_s(self) -> list[float]:
+        """Synchronized wall seconds of each timed block."""
         return [b.wall_s for b in self.blocks]
 
     @property
     def device_s(self) -> list[float] | None:
+        """Device seconds of each timed block; None unless the device timed every one."""
         values = [b.device_s for b in self.blocks]
         return None if any(v is None for v in values) else values
 
@@ -146,6 +153,7 @@ class StopRule:
 
     @property
     def adaptive(self) -> bool:
+        """Whether the loop may go on past `repeats` blocks."""
         return bool(self.min_time_s) or bool(self.target_ci_pct)
 
     def stop_reason(self, timing: Timing, work_per_step: float) -> str | None:
