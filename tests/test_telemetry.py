@@ -10,7 +10,7 @@ from harness.machine import telemetry
 from harness.machine.peaks import pct_of_peak
 from harness.results import stats
 from harness.seam.backend import RunContext
-from harness.worker.execute import summarize, telemetry_fields
+from harness.worker.figures import summarize, telemetry_fields
 
 
 class FakeNvml:

@@ -1,9 +1,9 @@
 """One run, inside the worker: the core's half of the backend seam.
 
-The backend opens the device and prepares the step (harness.seam.adapter); everything else is here,
-written once for every backend: the timed loop, rates and TFLOP/s, % of peak, telemetry, the
-status (out-of-memory through the backend's hook, the workload's verdict on its checks), and
-the record's fields.
+The backend opens the device and prepares the step (harness.seam.adapter); everything else is written
+once for every backend: the timed loop (harness.worker.measure), the figures (harness.worker.figures:
+rates and TFLOP/s, % of peak, telemetry), the status (out-of-memory through the backend's hook, the
+workload's verdict on its checks), here, and the record's fields (harness.worker.outcome).
 """
 
 from __future__ import annotations
@@ -17,16 +17,14 @@ from typing import Any
 
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
 from harness.machine import env as env_mod
-from harness.machine import nvml
-from harness.machine.peaks import pct_of_peak, unknown_device_warning
-from harness.results import stats
 from harness.results.record import utc_now
 from harness.seam.adapter import Device, RunInputs
 from harness.seam.backend import Backend, RunContext, available_backends
 from harness.seam.distributed import Replica, replica_device, threads_per_replica
 from harness.seam.runspec import RunSpec
-from harness.worker.measure import Timing, run_timed
-from harness.worker.outcome import Figures, Measured, WorkerResult
+from harness.worker.figures import TimedRun, figures
+from harness.worker.measure import run_timed
+from harness.worker.outcome import Measured, WorkerResult
 from harness.workloads import WORKLOADS
 from harness.workloads.base import Params, Workload
 
@@ -72,33 +70,6 @@ def classify(exc: BaseException, backend: Backend | None) -> tuple[str, str | No
     return ("oom", evidence) if evidence else ("failed", None)
 
 
-def summarize(samples: list[float], warnings: list[str]) -> stats.Summary:
-    """The headline's statistics from per-block samples, with the warnings they call for."""
-    summary = stats.summarize(samples)
-    if samples:
-        warnings.extend(summary.warnings)
-        change = stats.drift(samples)
-        if change is not None and change < -stats.DRIFT_WARN:
-            warnings.append(
-                f"rate fell {-change:.0%} from the first to the last timed block (first {samples[0]:.4g}, last "
-                f"{samples[-1]:.4g}): the device slowed while measured (throttling, or other load on the machine?)"
-            )
-    return summary
-
-
-def telemetry_fields(ctx: RunContext, median: float | None, warnings: list[str]) -> dict:
-    """NVML figures of the timed region: power, energy, clocks (with a throttling warning), memory used."""
-    telemetry = ctx.telemetry.figures() if ctx.telemetry is not None else {}
-    low, high = telemetry.get("sm_clock_min_mhz"), telemetry.get("sm_clock_max_mhz")
-    if low and high and low < 0.9 * high:
-        warnings.append(f"SM clock fell to {low} MHz during the timed region (max {high} MHz): throttling")
-    if telemetry.get("energy_j") and median:
-        timed = telemetry.get("timed_seconds") or 0
-        telemetry["per_joule"] = median * timed / telemetry["energy_j"] if timed else None  # images/J or TFLOP/J
-    return {"telemetry": telemetry, "energy_j": telemetry.get("energy_j"), "avg_power_w": telemetry.get("avg_power_w"),
-            "device_used_bytes": telemetry.get("device_used_bytes")}
-
-
 def progress_writer():
     """Progress events as JSON lines appended to $HARNESS_PROGRESS_FILE (the runner reads them); None without it."""
     path = os.environ.get("HARNESS_PROGRESS_FILE")
@@ -113,15 +84,6 @@ def progress_writer():
             pass
 
     return write
-
-
-def gpu_size(neutral: str, framework_env: dict) -> dict:
-    """The GPU's memory and SM count (tell datasheet variants apart): from the framework, else NVML."""
-    memory, sms = framework_env.get("gpu_memory_bytes"), framework_env.get("gpu_multiprocessors")
-    if memory is None:
-        index = nvml.nvml_index(int(neutral.split(":", 1)[1]))
-        memory = next((g["memory_total_bytes"] for g in nvml.gpus() if g["index"] == index), None)
-    return {"memory_bytes": memory, "sm_count": sms}
 
 
 class Phases:
@@ -152,20 +114,6 @@ class OpenRun:
     replica: Replica | None
 
 
-@dataclass
-class TimedRun:
-    """What the timed loop and the reads after it gave, before any figure is computed from them."""
-
-    timing: Timing
-    work_per_step: float
-    api: dict[str, str]
-    checks: dict[str, Any]
-    #: the backend's extra `timing` figures (its own, and the device's after_timing)
-    extra: dict[str, Any]
-    #: a data-parallel replica's settings for the record's `distributed`, from prepare
-    distributed: dict[str, Any] | None
-
-
 def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerResult) -> None:
     """Open the device, prepare the step, time it and fill `result` with what was measured.
 
@@ -181,7 +129,10 @@ def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: Worker
         run = open_run(backend, spec, ctx, result)
         phases.next("prepare")
         timed = time_run(backend, run, int(spec.seed or 0), ctx, result, phases)
-        result.measured.figures = figures(run, timed, ctx, result)
+        result.measured.figures = figures(run.workload, run.params, timed, run.device.neutral,
+                                          result.identity.get("device_name"), result.framework_env or {}, ctx)
+        if run.replica is not None:
+            note_replica(run, timed, result)
         status, error = run.workload.verdict(timed.checks, run.params)
         result.status = status or "ok"
         if error:
@@ -251,51 +202,13 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
                     extra=extra, distributed=prepared.distributed)
 
 
-def figures(run: OpenRun, timed: TimedRun, ctx: RunContext, result: WorkerResult) -> Figures:
-    """The record's figures of a timed run: statistics of the block rates, TFLOP/s, % of the datasheet peak,
-    telemetry; the warnings they call for go to ctx, a replica's settings to `result.distributed_replica`."""
-    samples = timed.timing.rates(timed.work_per_step)
-    warnings = ctx.warnings
-    summary = summarize(samples, warnings)
-    if run.replica is not None and timed.distributed:
+def note_replica(run: OpenRun, timed: TimedRun, result: WorkerResult) -> None:
+    """A data-parallel replica's settings from prepare, and the peaks of every replica a process holds, for the
+    record's `distributed`."""
+    if timed.distributed:
         result.distributed_replica.update(timed.distributed)
-    if run.replica is not None and hasattr(run.device, "replica_peaks"):  # a process holding several replicas
+    if hasattr(run.device, "replica_peaks"):  # a process holding several replicas
         result.distributed_replica["replica_peaks"] = run.device.replica_peaks()
-    out = Figures(median=summary.median, iqr=summary.iqr, ci_low=summary.ci_low, ci_high=summary.ci_high,
-                  cv=summary.cv, api=timed.api, samples=samples, step_time_s=timed.timing.step_time_s(),
-                  first_step_s=timed.timing.first_step_s, checks=timed.checks, timing=timed.timing.fields(**timed.extra),
-                  telemetry={})
-    out.tflops = tflops(run.workload, run.params, summary.median)
-    if run.device.neutral.startswith("cuda:"):  # a datasheet peak is a GPU's; the CPU has none to miss
-        out.has_datasheet = True
-        out.pct_of_peak = gpu_pct_of_peak(run, out.tflops, result, warnings)
-    telemetry = telemetry_fields(ctx, summary.median, warnings)
-    out.telemetry, out.energy_j = telemetry["telemetry"], telemetry["energy_j"]
-    out.avg_power_w, out.device_used_bytes = telemetry["avg_power_w"], telemetry["device_used_bytes"]
-    return out
-
-
-def tflops(workload: Workload, params: Params, median: float | None) -> float | None:
-    """TFLOP/s of a run whose median headline is `median`: the headline itself for a TFLOP/s workload, else
-    from the FLOPs of a step; None where the workload counts none."""
-    if workload.metric == "tflops":
-        return median
-    if median is not None and workload.flops_per_step(params):
-        return median * workload.flops_per_step(params) / workload.items_per_step(params) / 1e12
-    return None
-
-
-def gpu_pct_of_peak(run: OpenRun, tflops: float | None, result: WorkerResult, warnings: list[str]) -> float | None:
-    """% of the GPU's datasheet peak, per GPU, at the workload's precision; a warning where the GPU is unknown."""
-    precision = run.workload.peak_precision(run.params)
-    name = result.identity.get("device_name")
-    size = gpu_size(run.device.neutral, result.framework_env or {})
-    # TFLOP/s are global (every replica's work): % of peak is of all the replicas' GPUs together
-    per_gpu = tflops / run.workload.replicas(run.params) if tflops else None
-    missing = unknown_device_warning(name, precision=precision, **size)
-    if missing:
-        warnings.append(missing)
-    return pct_of_peak(per_gpu, name, precision, **size)
 
 
 def fixed_blocks(measure: dict, ctx: RunContext) -> dict:
