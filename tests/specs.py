@@ -5,8 +5,8 @@ from harness.workloads import get_workload
 
 
 def backend_spec(backend: str, workload: str, params: dict, measure: dict, *, device: str = "cpu", seed: int = 0,
-                 options: dict | None = None) -> dict:
-    """A spec dict with validated, defaulted params (docs/architecture.md describes its keys)."""
+                 options: dict | None = None) -> RunSpec:
+    """A spec with validated, defaulted params (docs/architecture.md describes its keys)."""
     return RunSpec(
         run_id="test-run",
         session_id="test-session",
@@ -19,18 +19,20 @@ def backend_spec(backend: str, workload: str, params: dict, measure: dict, *, de
         measure=dict(measure),
         seed=seed,
         options=dict(options or {}),
-    ).to_dict()
+    )
 
 
-def run_backend(backend, spec: dict, ctx=None) -> dict:
+def run_backend(backend, spec: RunSpec, ctx=None) -> dict:
     """Run a spec through the core's half of the seam in this process, as the worker does; the record
     fields measured. Raises what the backend raised (Unsupported, an out-of-memory error...)."""
+    from harness.results.record import utc_now
     from harness.seam.backend import RunContext
     from harness.worker.execute import measure_run
+    from harness.worker.outcome import WorkerResult
 
-    fields: dict = {}
-    measure_run(backend, spec, ctx if ctx is not None else RunContext(), fields)
-    return fields
+    result = WorkerResult(started_at=utc_now())
+    measure_run(backend, spec, ctx if ctx is not None else RunContext(), result)
+    return result.measured_fields()
 
 
 def run_handloop(script: str, args: list[str], *, env: dict | None = None, timeout: float = 600) -> dict:

@@ -16,13 +16,16 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from backends.torch.launcher import torchrun_failures
 from harness.errors import InputError
 from harness.seam import distributed as dp
 from harness.seam.backend import Backend
+from harness.seam.runspec import RunSpec
 from harness.session.plan import run_key
 from harness.spec.scenario import load_scenario
 
@@ -33,6 +36,13 @@ needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch and torchvis
 needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs TensorFlow")
 
 TINY = {"batch_size": 2, "image_size": 32, "num_classes": 10, "memory_format": "channels_last"}
+
+
+def launch_spec(backend: str, params: dict, options: dict | None = None, cpu_threads: dict | None = None) -> RunSpec:
+    """A resnet50_train spec as the runner hands it to `Backend.launch`."""
+    return RunSpec(run_id="r", session_id="s", run_key="k", scenario="t", workload="resnet50_train", backend=backend,
+                   device="cpu", params=params, measure={}, seed=0, options=options or {},
+                   cpu_threads=cpu_threads or {})
 
 
 def scenario(backend: str, measure: dict | None = None, **params) -> dict:
@@ -246,8 +256,54 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : Signal 9 (SIGKILL) received by PID 4242
 """
-    assert dp.torchrun_failures(log) == {1: "killed by signal SIGKILL (the OS out-of-memory killer sends SIGKILL) "
+    assert torchrun_failures(log) == {1: "killed by signal SIGKILL (the OS out-of-memory killer sends SIGKILL) "
                                             "(torchrun's root cause)"}
+
+
+def test_torchrun_launch_one_node_is_standalone_with_the_threads_shared_out():
+    from backends.torch import TorchBackend
+
+    spec = launch_spec("torch", {**TINY, "replicas": 2}, cpu_threads={"intra_op": 3})
+    launch = TorchBackend().launch(spec, [sys.executable, "-m", "harness.worker", "S", "R"], dp.Cluster())
+    (process,) = launch.processes
+    assert process.argv[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in process.argv
+    assert process.argv[process.argv.index("--nproc-per-node") + 1] == "2"
+    assert process.argv[-4:] == ["-m", "harness.worker", "S", "R"]
+    assert process.env == {"OMP_NUM_THREADS": "3"} and process.ranks == launch.local_ranks == (0, 1)
+    assert launch.failures_from_log is torchrun_failures and launch.api.startswith("torchrun (-m torch.distributed.run")
+
+
+def test_torchrun_launch_of_node_1_of_2_meets_node_0_on_a_port_moved_by_the_run_index():
+    from backends.torch import TorchBackend
+
+    cluster = dp.Cluster(nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", rdzv_id="s-k-0-3", run_index=33)
+    launch = TorchBackend().launch(launch_spec("torch", {**TINY, "replicas": 4}), ["python", "-m", "w"], cluster)
+    argv = launch.processes[0].argv
+    flags = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    assert flags["--nnodes"] == "2" and flags["--node-rank"] == "1" and flags["--master-addr"] == "node0"
+    assert flags["--master-port"] == str(29500 + 33 % 32) and flags["--rdzv-id"] == "s-k-0-3"
+    assert launch.local_ranks == (2, 3) and "--standalone" not in argv
+
+
+def test_tensorflow_multi_worker_launch_gives_each_worker_its_task_in_one_cluster(monkeypatch):
+    from backends.tensorflow import TensorFlowBackend
+    from harness.errors import Unsupported
+
+    spec = launch_spec("tensorflow", {**TINY, "replicas": 2})
+    launch = TensorFlowBackend().launch(spec, ["worker"], dp.Cluster())
+    configs = [json.loads(p.env["TF_CONFIG"]) for p in launch.processes]
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
+    assert configs[0]["cluster"] == configs[1]["cluster"] and len(configs[0]["cluster"]["worker"]) == 2
+    assert [p.env["RANK"] for p in launch.processes] == ["0", "1"] and launch.local_ranks == (0, 1)
+    # several nodes: the cluster is the user's TF_CONFIG, and this node's workers take their ranks in it
+    nodes = dp.Cluster(nnodes=2, node_rank=1, rdzv_endpoint="h:1")
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(Unsupported, match="needs TF_CONFIG"):
+        TensorFlowBackend().launch(launch_spec("tensorflow", {**TINY, "replicas": 4}), ["worker"], nodes)
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "a:2", "b:1", "b:2"]}}))
+    launch = TensorFlowBackend().launch(launch_spec("tensorflow", {**TINY, "replicas": 4}), ["worker"], nodes)
+    assert [json.loads(p.env["TF_CONFIG"])["task"]["index"] for p in launch.processes] == [2, 3]
+    assert launch.local_ranks == (2, 3) and "TF_CONFIG's cluster" in launch.api
 
 
 def test_merge_names_the_replica_that_died_not_the_peer_harness_stopped_after_it():
@@ -412,11 +468,7 @@ def test_tensorflow_mirrored_strategy_trains_every_replica_in_one_process_as_the
 
 
 def test_tensorflow_mirrored_strategy_refuses_whole_step_xla_and_several_nodes():
-    from backends.tensorflow import (
-        MIRRORED_MULTI_NODE,
-        MIRRORED_WHOLE_STEP,
-        TensorFlowBackend,
-    )
+    from backends.tensorflow import MIRRORED_WHOLE_STEP, TensorFlowBackend
     from harness.errors import Unsupported
 
     b = TensorFlowBackend()
@@ -427,14 +479,14 @@ def test_tensorflow_mirrored_strategy_refuses_whole_step_xla_and_several_nodes()
     both = {"strategy": "mirrored", "distributed_xla": "whole_step"}
     assert b.unsupported_reason("resnet50_train", params, "cuda:0", both) == MIRRORED_WHOLE_STEP
     assert b.unsupported_reason("resnet50_train", params, "cuda:0", {"strategy": "mirrored"}) is None
-    spec = {"params": {**TINY, **params}, "options": {"strategy": "mirrored"}}
+    spec = launch_spec("tensorflow", {**TINY, **params}, {"strategy": "mirrored"})
     launch = b.launch(spec, ["worker"], dp.Cluster())
     assert len(launch.processes) == 1 and launch.local_ranks == (0,)
     assert launch.processes[0].env["HARNESS_TF_STRATEGY"] == "mirrored" and launch.processes[0].env["WORLD_SIZE"] == "2"
     with pytest.raises(Unsupported, match="one machine"):
         b.launch(spec, ["worker"], dp.Cluster(nnodes=2, node_rank=0, rdzv_endpoint="h:1"))
     # the default: one worker per replica, each told so (a stray HARNESS_TF_STRATEGY cannot turn them mirrored)
-    workers = b.launch({**spec, "options": {}}, ["worker"], dp.Cluster())
+    workers = b.launch(replace(spec, options={}), ["worker"], dp.Cluster())
     assert [p.env["HARNESS_TF_STRATEGY"] for p in workers.processes] == ["multi_worker", "multi_worker"]
 
 

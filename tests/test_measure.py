@@ -4,7 +4,13 @@ import itertools
 
 import pytest
 
-from harness.worker.measure import BlockTime, run_timed
+from harness.worker.measure import (
+    BlockTime,
+    StopRule,
+    Timing,
+    measure_settings,
+    run_timed,
+)
 
 
 class ScriptedClock:
@@ -101,3 +107,18 @@ def test_progress_hears_each_phase_and_the_rate_so_far():
     assert [b["block"] for b in blocks] == [1, 2, 3, 4] and all(b["repeats"] == 4 for b in blocks)
     assert blocks[-1]["rate"] == pytest.approx(stats.median(timing.rates(1.0)))
     assert blocks[0]["block_s"] == timing.wall_s[0]
+
+
+def test_the_stop_rule_reads_the_measure_block_and_names_why_the_loop_ends():
+    fixed = StopRule.from_settings(measure_settings({"repeats": 3}))
+    assert (fixed.repeats, fixed.max_repeats, fixed.adaptive) == (3, 3, False)
+    adaptive = StopRule.from_settings(measure_settings({"repeats": 2, "min_time_s": 1.0}))
+    assert (adaptive.max_repeats, adaptive.adaptive) == (20, True)
+    timing = Timing(first_step_s=0.1, steps_per_block=1, blocks=[BlockTime(wall_s=0.3)])
+    assert fixed.stop_reason(timing, 1.0) is None and adaptive.stop_reason(timing, 1.0) is None
+    timing.blocks += [BlockTime(wall_s=0.3), BlockTime(wall_s=0.3)]
+    assert fixed.stop_reason(timing, 1.0) == "repeats" and adaptive.stop_reason(timing, 1.0) is None
+    timing.blocks.append(BlockTime(wall_s=0.3))
+    assert adaptive.stop_reason(timing, 1.0) == "min_time"
+    capped = StopRule(repeats=2, max_repeats=4, min_time_s=100.0)
+    assert capped.stop_reason(timing, 1.0) == "max_repeats"

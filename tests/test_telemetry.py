@@ -5,11 +5,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.machine import nvml as nvml_mod, telemetry
+from harness.machine import nvml as nvml_mod
+from harness.machine import telemetry
 from harness.machine.peaks import pct_of_peak
 from harness.results import stats
 from harness.seam.backend import RunContext
-from harness.worker.execute import summarize, telemetry_fields
+from harness.worker.figures import summarize, telemetry_fields
 
 
 class FakeNvml:
@@ -94,7 +95,7 @@ def test_a_falling_rate_across_blocks_is_reported_as_throttling():
     steady_warnings: list[str] = []
     steady = summarize([751.0, 752.0, 750.5, 751.7], steady_warnings)
     assert not any("fell" in w for w in steady_warnings)
-    assert pct_of_peak(steady["median"], "NVIDIA H200", "bf16") == pytest.approx(100 * 751.35 / 989, rel=1e-3)
+    assert pct_of_peak(steady.median, "NVIDIA H200", "bf16") == pytest.approx(100 * 751.35 / 989, rel=1e-3)
 
 
 def test_a_clock_below_90pct_of_its_maximum_is_reported(fake_nvml):

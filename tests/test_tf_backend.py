@@ -218,7 +218,7 @@ def test_gemm_is_correct_on_the_cpu(precision):
 def test_gemm_tf32_on_the_cpu_is_unsupported_with_a_reason_naming_the_resolved_device():
     from harness.worker.execute import execute as worker_execute
 
-    fields = worker_execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto"))
+    fields = worker_execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto")).to_dict()
     assert fields["status"] == "unsupported" and "TF32 is a tensor-core format" in fields["error"]
     assert fields["device"] == "cpu"  # the worker records `cpu`, not `auto`
 

@@ -13,8 +13,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from backends.tensorflow.launcher import tensorflow_launch
 from harness.errors import ONEDNN_ALLOCATION, first_line, line_naming
+from harness.seam.adapter import Device
 from harness.seam.backend import Backend
+from harness.seam.distributed import Cluster, Launch, Replica
+from harness.seam.runspec import RunSpec
 from harness.workloads import technique_values
 
 #: Messages of allocation failures that TensorFlow raises as some other error type (InternalError and
@@ -47,11 +51,6 @@ EAGER_TRAINING = (
 
 
 CUDA_GRAPH_DATA_PARALLEL = NO_CUDA_GRAPH
-NO_TF_CONFIG = (
-    "TensorFlow data-parallel over {nnodes} nodes needs TF_CONFIG in the environment of every node's harness, "
-    "with the cluster's {replicas} workers ({{\"cluster\": {{\"worker\": [\"host0:port\", ...]}}}}); harness sets each "
-    "worker's task itself (docs/distributed.md)"
-)
 
 
 WHOLE_STEP_XLA_CPU = (
@@ -64,10 +63,6 @@ MIRRORED_WHOLE_STEP = (
     "tensorflow.distributed_xla=whole_step compiles strategy.run into one XLA computation per worker process; "
     "with tensorflow.strategy=mirrored one process holds every replica, on several devices, which one XLA "
     "computation cannot span: use forward_backward"
-)
-MIRRORED_MULTI_NODE = (
-    "tensorflow.strategy=mirrored runs every replica in one process on one machine; over {nnodes} nodes use "
-    "tensorflow.strategy=multi_worker (MultiWorkerMirroredStrategy)"
 )
 
 
@@ -155,6 +150,7 @@ class TensorFlowBackend(Backend):
         if device == "cpu" and params.get("precision") == "tf32":
             return "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
         if workload == "resnet50_train" and params.get("model") == "keras_resnet50_v1" and params.get("recompute") == "blocks":
+            # a workload module: the worker side of the backend, kept out of the parent unless asked
             from backends.tensorflow.resnet50_train import KERAS_V1_RECOMPUTE_REASON
 
             return KERAS_V1_RECOMPUTE_REASON
@@ -195,61 +191,16 @@ class TensorFlowBackend(Backend):
             env["TF_USE_LEGACY_KERAS"] = "1" if self.keras_choice(options) == "tf_keras" else "0"
         return env
 
-    def launch(self, spec: dict, worker: list[str], cluster):
-        """One worker process per replica of this node, each with its TF_CONFIG (MultiWorkerMirroredStrategy).
+    def launch(self, spec: RunSpec, worker: list[str], cluster: Cluster) -> Launch:
+        """One worker process per replica of this node, each with its TF_CONFIG (MultiWorkerMirroredStrategy),
+        or one process holding every replica under `strategy: mirrored` (backends.tensorflow.launcher)."""
+        return tensorflow_launch(spec, worker, cluster)
 
-        One node: the cluster is this machine's loopback, on free ports. Several: the cluster comes from
-        the TF_CONFIG the user set for every node (its `cluster.worker` list, one entry per replica, node
-        0's first); harness gives each local worker its task index, node_rank x local replicas + i.
-        """
-        import json
-
-        from harness.errors import Unsupported
-        from harness.seam.distributed import (
-            Launch,
-            LaunchProcess,
-            free_ports,
-            threads_per_replica,
-        )
-
-        replicas = int(spec["params"].get("replicas") or 1)
-        if (spec.get("options") or {}).get("strategy") == "mirrored":
-            if cluster.multi_node:
-                raise Unsupported(MIRRORED_MULTI_NODE.format(nnodes=cluster.nnodes))
-            # one process, every replica in it: RANK 0 of WORLD_SIZE replicas, the only process of this node
-            threads = threads_per_replica(spec.get("cpu_threads") or {}, 1)
-            return Launch(processes=[LaunchProcess(list(worker), {
-                "HARNESS_TF_STRATEGY": "mirrored", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": str(replicas),
-                "LOCAL_WORLD_SIZE": "1", "OMP_NUM_THREADS": str(threads["intra_op"])}, (0,))], local_ranks=(0,),
-                api=f"one process holding all {replicas} replicas (tf.distribute.MirroredStrategy)")
-        local = replicas // cluster.nnodes
-        if cluster.multi_node:
-            try:
-                workers = list(json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {}).get("worker") or [])
-            except (ValueError, AttributeError):
-                workers = []
-            if len(workers) != replicas:
-                raise Unsupported(NO_TF_CONFIG.format(nnodes=cluster.nnodes, replicas=replicas)
-                                  + (f"; its cluster lists {len(workers)} worker(s)" if workers else ""))
-            source = "TF_CONFIG's cluster from the environment"
-        else:
-            workers = [f"localhost:{port}" for port in free_ports(replicas)]
-            source = "localhost, free ports"
-        threads = threads_per_replica(spec.get("cpu_threads") or {}, local)
-        processes = []
-        for i in range(local):
-            rank = cluster.node_rank * local + i
-            config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}}
-            processes.append(LaunchProcess(list(worker), {
-                "TF_CONFIG": json.dumps(config), "HARNESS_TF_STRATEGY": "multi_worker", "RANK": str(rank), "LOCAL_RANK": str(i), "WORLD_SIZE": str(replicas),
-                "LOCAL_WORLD_SIZE": str(local), "OMP_NUM_THREADS": str(threads["intra_op"])}, (rank,)))
-        return Launch(processes=processes, local_ranks=tuple(p.ranks[0] for p in processes),
-                      api=f"one worker process per replica, TF_CONFIG ({source}): {', '.join(workers)}")
-
-    def open_replica(self, device: str, cpu_threads: dict, replica):
+    def open_replica(self, device: str, cpu_threads: dict, replica: Replica) -> Device:
         """This replica's device (only it visible to TensorFlow) and MultiWorkerMirroredStrategy over the workers;
         under `strategy: mirrored` (launch says so in HARNESS_TF_STRATEGY) every replica's device, in this one
         process, and MirroredStrategy over them."""
+        # the worker's side: loaded in a worker only
         from backends.tensorflow.device import (
             TensorFlowMirroredDevice,
             TensorFlowReplicaDevice,
@@ -259,8 +210,9 @@ class TensorFlowBackend(Backend):
             return TensorFlowMirroredDevice(device, cpu_threads, replica)
         return TensorFlowReplicaDevice(device, cpu_threads, replica)
 
-    def open_device(self, device: str, cpu_threads: dict):
+    def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import TensorFlow, set its thread pools, turn memory growth on and resolve the device."""
+        # the worker's side: loaded in a worker only
         from backends.tensorflow.device import TensorFlowDevice
 
         return TensorFlowDevice(device, cpu_threads)

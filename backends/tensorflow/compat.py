@@ -11,6 +11,7 @@ Importing this module imports nothing; TensorFlow is imported inside the functio
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Callable
 
 
@@ -45,8 +46,6 @@ def keras_version() -> str:
 
 def keras_api() -> str:
     """Which Keras `tf.keras` names here, for the record (`keras 3.15.1`, `tf_keras 2.21.0 (Keras 2)`)."""
-    import os
-
     version = keras_version()
     if is_keras3():
         return f"keras {version} (Keras 3)"
@@ -62,6 +61,7 @@ def keras_major() -> int:
 
 
 def is_keras3() -> bool:
+    """Whether `tf.keras` names Keras 3."""
     return keras_major() >= 3
 
 

@@ -11,8 +11,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from backends.torch.compat import out_of_memory_errors
+from backends.torch.launcher import torchrun_launch
 from harness.errors import ONEDNN_ALLOCATION, allocation_failure
+from harness.seam.adapter import Device
 from harness.seam.backend import Backend
+from harness.seam.distributed import Cluster, Launch, Replica
+from harness.seam.runspec import RunSpec
 from harness.workloads import technique_values
 
 #: Messages of allocation failures that torch does not raise as OutOfMemoryError. cuDNN and cuBLAS
@@ -101,6 +106,7 @@ class TorchBackend(Backend):
         if execution == "graph":
             return NO_GRAPH_MODE
         if device == "cpu" and params.get("precision") == "tf32":
+            # the worker's side of the backend: loaded when needed
             from backends.torch.precision import TF32_ON_CPU
 
             return TF32_ON_CPU
@@ -117,58 +123,28 @@ class TorchBackend(Backend):
                 return CUDA_GRAPH_DATA_PARALLEL
         return None
 
-    def launch(self, spec: dict, worker: list[str], cluster):
-        """torchrun (python -m torch.distributed.run) of this node's replicas, one process each.
+    def launch(self, spec: RunSpec, worker: list[str], cluster: Cluster) -> Launch:
+        """torchrun (python -m torch.distributed.run) of this node's replicas, one process each
+        (backends.torch.launcher)."""
+        return torchrun_launch(spec, worker, cluster)
 
-        One node: `--standalone` (a rendezvous on a free local port). Several: torchrun's static
-        rendezvous at --rdzv-endpoint (node 0), --nnodes, --node-rank, so node_rank 0 holds global rank
-        0; the port moves by the run's place in the plan (mod 32) so a node that starts the next run
-        early cannot meet the previous run's store.
-        """
-        import sys
-
-        from harness.seam.distributed import (
-            Launch,
-            LaunchProcess,
-            threads_per_replica,
-            torchrun_failures,
-        )
-
-        replicas = int(spec["params"].get("replicas") or 1)
-        local = replicas // cluster.nnodes
-        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(local),
-                "--max-restarts", "0", "--monitor-interval", "0.5"]
-        if cluster.multi_node:
-            host, port = cluster.endpoint()
-            argv += ["--nnodes", str(cluster.nnodes), "--node-rank", str(cluster.node_rank), "--master-addr", host,
-                     "--master-port", str(port + cluster.run_index % 32), "--rdzv-id", str(cluster.rdzv_id)]
-        else:
-            argv += ["--standalone", "--nnodes", "1"]
-        threads = threads_per_replica(spec.get("cpu_threads") or {}, local)
-        first = cluster.node_rank * local
-        ranks = tuple(range(first, first + local))
-        shown = " ".join(a for a in argv[1:] if a != sys.executable)
-        return Launch(processes=[LaunchProcess(argv + ["-m"] + worker[2:], {"OMP_NUM_THREADS": str(threads["intra_op"])}, ranks)],
-                      api=f"torchrun ({shown} -m harness.worker): one process per replica",
-                      failures_from_log=torchrun_failures, local_ranks=ranks)
-
-    def open_replica(self, device: str, cpu_threads: dict, replica):
+    def open_replica(self, device: str, cpu_threads: dict, replica: Replica) -> Device:
         """This replica's device (cuda:K+local_rank, or the CPU) and torch.distributed's process group
         (NCCL on a GPU, gloo on the CPU), joined through torchrun's environment."""
+        # the worker's side: loaded in a worker only
         from backends.torch.device import TorchReplicaDevice
 
         return TorchReplicaDevice(device, cpu_threads, replica)
 
-    def open_device(self, device: str, cpu_threads: dict):
+    def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import torch, set its thread pools, and resolve the device (`auto`: the first CUDA GPU, else the CPU)."""
+        # the worker's side: loaded in a worker only
         from backends.torch.device import TorchDevice
 
         return TorchDevice(device, cpu_threads)
 
     def out_of_memory(self, exc: BaseException) -> str | None:
         """Evidence that torch or the host ran out of memory (cuDNN/cuBLAS allocation failures too), or None."""
-        from backends.torch.compat import out_of_memory_errors
-
         hit = allocation_failure(exc, out_of_memory_errors(), OOM_MESSAGES)  # torch.compile wraps the original
         if hit is None and os.environ.get("HARNESS_MEMORY_LIMIT_BYTES"):
             # under a host memory limit (--memory-limit), oneDNN's backward reports a buffer it could not

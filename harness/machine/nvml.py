@@ -14,7 +14,7 @@ def nvml():
     with _lock:
         if _state["ok"] is None:
             try:
-                import pynvml
+                import pynvml  # optional (nvidia-ml-py), and only where a GPU is asked about
 
                 pynvml.nvmlInit()
                 _state["ok"] = pynvml

@@ -72,6 +72,7 @@ class Sheet:
     cuda_cores: int | None = None
 
     def as_dict(self) -> dict:
+        """The entry as shown and exported: its figures, the sizes that identify it, its source."""
         out = {"model": self.model, **{p: getattr(self, p) for p in PRECISIONS},
                "memory_gb": self.memory_gb, "bandwidth_gbs": self.bandwidth_gbs}
         if self.cuda_cores is not None:
@@ -86,6 +87,7 @@ class Sheet:
         return tuple(getattr(self, p) for p in PRECISIONS) + (self.memory_gb, self.bandwidth_gbs)
 
     def describe(self) -> str:
+        """`NVIDIA H200 (141 GB, 132 SMs)`: the entry as a warning names it."""
         sm = f", {self.sm_count} SMs" if self.sm_count else ""
         return f"{self.model} ({self.memory_gb:g} GB{sm})"
 

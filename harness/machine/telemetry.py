@@ -23,12 +23,13 @@ class NullSampler:
     """Telemetry for a device NVML does not know (the CPU, or no NVML): every figure is None."""
 
     def start(self) -> None:
-        pass
+        """Nothing to sample."""
 
     def stop(self) -> None:
-        pass
+        """Nothing to stop."""
 
     def figures(self) -> dict:
+        """No figures: {}."""
         return {}
 
 
@@ -67,6 +68,7 @@ class NvmlSampler:
             self._sample()
 
     def start(self) -> None:
+        """Read the energy counter and start the sampling thread (as the timed region begins)."""
         self._max_clock = self._read("nvmlDeviceGetMaxClockInfo", self._lib.NVML_CLOCK_SM)
         self._energy0 = self._read("nvmlDeviceGetTotalEnergyConsumption")  # mJ since driver load
         self._t0 = time.perf_counter()
@@ -75,6 +77,7 @@ class NvmlSampler:
         self._thread.start()
 
     def stop(self) -> None:
+        """Read the energy counter again and stop the sampling thread (as the timed region ends)."""
         self._t1 = time.perf_counter()
         self._energy1 = self._read("nvmlDeviceGetTotalEnergyConsumption")
         self._stop.set()
@@ -116,7 +119,11 @@ class NvmlSampler:
         }
 
 
-def sampler_for(device: str):
+#: What sampler_for hands out: both have start, stop and figures.
+Sampler = NullSampler | NvmlSampler
+
+
+def sampler_for(device: str) -> Sampler:
     """An NvmlSampler for a neutral `cuda:N` device where NVML answers, else a NullSampler."""
     index = gpu_index(device)
     if index is None or nvml() is None:

@@ -16,17 +16,17 @@ import importlib
 import importlib.metadata as md
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import InputError, Unsupported
-from harness.machine.telemetry import sampler_for
+from harness.machine.telemetry import Sampler, sampler_for
+from harness.seam.adapter import Device, Prepared, RunInputs
+from harness.seam.distributed import Cluster, Launch, Replica
+from harness.seam.runspec import RunSpec
 from harness.workloads import WORKLOADS
-
-if TYPE_CHECKING:  # the seam's types, for readers and type checkers only
-    from harness.seam.adapter import Device, Prepared
-    from harness.seam.distributed import Cluster, Launch, Replica
+from harness.workloads.base import Params
 
 ENTRY_POINT_GROUP = "harness.backends"
 
@@ -38,11 +38,10 @@ class RunContext:
     #: Filled by the backend: warnings that belong in the record (shown in every table).
     warnings: list[str] = field(default_factory=list)
     #: The telemetry sampler handed out by telemetry_for (the worker reads it afterwards).
-    telemetry: Any = None
+    telemetry: Sampler | None = None
 
-    def telemetry_for(self, device: str):
+    def telemetry_for(self, device: str) -> Sampler:
         """An NVML sampler for a neutral device (`cuda:N`), or a no-op one for the CPU / without NVML."""
-
         self.telemetry = sampler_for(device)
         return self.telemetry
 
@@ -147,7 +146,7 @@ class Backend:
         (`probe`: a capacity probe, which skips autotuning sweeps)."""
         return {}
 
-    def launch(self, spec: dict, worker: list[str], cluster: "Cluster") -> "Launch":
+    def launch(self, spec: RunSpec, worker: list[str], cluster: Cluster) -> Launch:
         """The processes that start this node's replicas of a data-parallel run (parent side, no framework import).
 
         `worker` is the command of one replica (`python -m harness.worker SPEC RESULT`); each replica's
@@ -164,18 +163,18 @@ class Backend:
         for module in self.preload_modules:
             importlib.import_module(module)
 
-    def open_replica(self, device: str, cpu_threads: dict, replica: "Replica") -> "Device":
+    def open_replica(self, device: str, cpu_threads: dict, replica: Replica) -> Device:
         """`open_device` for one replica of a data-parallel run: also join the replicas' process group
         (torch.distributed, tf.distribute). `device` is this replica's own (harness.seam.distributed.replica_device)."""
 
         raise Unsupported(f"the {self.name} backend does not implement data-parallel training")
 
-    def open_device(self, device: str, cpu_threads: dict) -> "Device":
+    def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import the framework, set its CPU thread pools (`intra_op`, `inter_op`; None: its default),
         resolve a neutral device (`auto`, `cpu`, `cuda:N`) and return its handle."""
         raise NotImplementedError(f"the {self.name} backend does not implement open_device")
 
-    def prepare(self, workload: str, params, device: "Device", run) -> "Prepared":
+    def prepare(self, workload: str, params: Params, device: Device, run: RunInputs) -> Prepared:
         """Build the workload's step on the device (model, data, optimizer) and say which APIs it used."""
 
         if workload not in self.modules:

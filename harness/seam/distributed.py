@@ -1,8 +1,9 @@
 """Data-parallel runs (a workload's `replicas` > 1): the framework-free half, shared by every backend.
 
-A backend that trains data-parallel says how its replicas are started (`Backend.launch`: torch wraps
-the worker in torchrun, TensorFlow starts one worker per replica with its TF_CONFIG) and how a
-replica opens its device (`Backend.open_replica`). The core keeps the rest: the timeout, the kill of
+A backend that trains data-parallel says how its replicas are started (`Backend.launch`, with the
+launcher beside the backend: backends/torch/launcher.py wraps the worker in torchrun,
+backends/tensorflow/launcher.py starts one worker per replica with its TF_CONFIG) and how a replica
+opens its device (`Backend.open_replica`); both build on the pieces here (Cluster, Launch, Replica). The core keeps the rest: the timeout, the kill of
 every process it started and of every replica that registered itself, which rank failed and why,
 the merge of the replicas' results into one record, and scaling efficiency. docs/distributed.md
 describes the whole design.
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 from dataclasses import dataclass, field
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import InputError
+from harness.worker.measure import BlockTime, Clock
 
 #: Seconds the other processes of a launch get, after one of them failed, to write their results.
 FAIL_FAST_GRACE_S = 5.0
@@ -49,6 +50,7 @@ class Cluster:
 
     @property
     def multi_node(self) -> bool:
+        """Whether the run spans several nodes."""
         return self.nnodes > 1
 
     @classmethod
@@ -117,6 +119,7 @@ class Replica:
 
     @classmethod
     def from_env(cls, env=None) -> "Replica | None":
+        """This process's replica, from the replica contract's variables; None outside a data-parallel run."""
         env = os.environ if env is None else env
         if env.get("HARNESS_REPLICA") != "1":
             return None
@@ -126,10 +129,12 @@ class Replica:
 
 
 def rank_result_path(result_path: str | os.PathLike, rank: int) -> Path:
+    """Where replica `rank` writes its result: RESULT.rank<r>."""
     return Path(f"{result_path}.rank{rank}")
 
 
 def pid_dir(result_path: str | os.PathLike) -> Path:
+    """Where the replicas of a run register their pids: RESULT.pids/."""
     return Path(f"{result_path}.pids")
 
 
@@ -193,6 +198,7 @@ def describe_exit(returncode: int | None) -> str:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie has)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -323,42 +329,28 @@ def scaling_efficiency(rate: float | None, replicas: int, rate_one: float | None
     return rate / (replicas * rate_one)
 
 
-_TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n?\s*exitcode\s*:\s*(-?\d+)", re.S)
-
-
-def torchrun_failures(log: str) -> dict[int, str]:
-    """The ranks torchrun's failure summary names (`rank : 1 (local_rank: 1)` / `exitcode : -9`), with how each ended."""
-    out: dict[int, str] = {}
-    root = log.rfind("Root Cause")
-    if root >= 0:  # the first observed failure first: merge() takes the first rank that died as the cause
-        match = _TORCHRUN_FAILURE.search(log, root)
-        if match:
-            out[int(match.group(1))] = f"{describe_exit(int(match.group(2)))} (torchrun's root cause)"
-    for match in _TORCHRUN_FAILURE.finditer(log):
-        rank, code = int(match.group(1)), int(match.group(2))
-        out.setdefault(rank, f"{describe_exit(code)} (torchrun's failure summary)")
-    return out
-
-
 class BarrierClock:
     """A device clock whose every read waits for all replicas first (a barrier of the framework's process
     group): rank 0's block time then runs from the moment the last replica is ready to the moment the
     slowest one has finished, so the global rate covers the slowest replica."""
 
-    def __init__(self, inner, barrier: Callable[[], None]):
+    def __init__(self, inner: Clock, barrier: Callable[[], None]):
         self._inner = inner
         self._barrier = barrier
 
     def sync(self) -> None:
+        """Wait for this device, then for every replica."""
         self._inner.sync()
         self._barrier()
 
-    def start(self):
+    def start(self) -> Any:
+        """Start the inner clock once every replica is ready."""
         self._inner.sync()
         self._barrier()
         return self._inner.start()
 
-    def stop(self, token):
+    def stop(self, token: Any) -> BlockTime:
+        """Read the inner clock once every replica has finished."""
         self._inner.sync()
         self._barrier()
         return self._inner.stop(token)
@@ -371,4 +363,5 @@ COLLECTIVE_VARIABLES = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", 
 
 
 def collective_env() -> dict:
+    """The collective libraries' variables set in this environment (COLLECTIVE_VARIABLES), for the record."""
     return {name: os.environ[name] for name in COLLECTIVE_VARIABLES if name in os.environ}

@@ -8,94 +8,14 @@ falls on every configuration alike instead of on whichever always runs last.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import random
-import uuid
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from harness.seam.backend import available_backends
+from harness.seam.runspec import RunSpec, new_id, run_key
 from harness.spec.scenario import Scenario, sweep_points
 from harness.workloads import WORKLOADS
-
-
-def run_key(scenario: str, workload: str, backend: str, device: str, params: dict, options: dict | None = None) -> str:
-    """A stable id of what is measured: the same configuration gets the same key in every session.
-
-    The backend's options (which Keras, which compile mode) are part of the configuration. A
-    parameter at its workload's quiet default (`replicas: 1`) is left out, so records made before
-    that parameter existed keep their key.
-    """
-    quiet = getattr(WORKLOADS.get(workload), "quiet_defaults", None) or {}
-    params = {k: v for k, v in params.items() if not (k in quiet and v == quiet[k])}
-    parts = [scenario, workload, backend, device, params] + ([options] if options else [])
-    text = json.dumps(parts, sort_keys=True, default=str)
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
-
-
-def new_id() -> str:
-    """A fresh unique id (for runs and sessions)."""
-    return uuid.uuid4().hex[:16]
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything a worker needs to execute one run; travels to it as JSON."""
-
-    run_id: str
-    session_id: str
-    run_key: str
-    scenario: str
-    workload: str
-    backend: str
-    device: str
-    params: dict[str, Any]
-    measure: dict[str, Any]
-    seed: int
-    options: dict[str, Any] = field(default_factory=dict)
-    cpu_threads: dict[str, Any] = field(default_factory=dict)
-    #: Which of the configuration's `measure.processes` worker processes this is (0-based); same run_key.
-    replicate: int = 0
-
-    @property
-    def timeout_s(self) -> float:
-        return float(self.measure.get("timeout_s", 1800))
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "RunSpec":
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
-    def with_params(self, **changes) -> "RunSpec":
-        """A copy with some params changed (new run id and run key)."""
-        params = {**self.params, **changes}
-        return RunSpec(
-            run_id=new_id(),
-            session_id=self.session_id,
-            run_key=run_key(self.scenario, self.workload, self.backend, self.device, params, self.options),
-            scenario=self.scenario,
-            workload=self.workload,
-            backend=self.backend,
-            device=self.device,
-            params=params,
-            measure=self.measure,
-            seed=self.seed,
-            options=self.options,
-            cpu_threads=self.cpu_threads,
-            replicate=self.replicate,
-        )
-
-    def label(self) -> str:
-        """A short human description: backend on device, with the params that a sweep varies."""
-        shown = ", ".join([f"{k}={v}" for k, v in self.params.items() if v is not None]
-                          + [f"{k}={v}" for k, v in self.options.items() if v is not None])
-        processes = int(self.measure.get("processes") or 1)
-        of = f" [process {self.replicate + 1}/{processes}]" if processes > 1 else ""
-        return f"{self.backend} on {self.device}: {self.workload} ({shown}){of}"
 
 
 def build_plan(

@@ -305,7 +305,7 @@ class Runner:
             launch = None
             if replicas > 1:
                 try:
-                    launch = backend.launch(spec.to_dict(), worker, self._cluster_for_run(spec))
+                    launch = backend.launch(spec, worker, self._cluster_for_run(spec))
                 except (Unsupported, ValueError) as exc:
                     record.update(status="unsupported", error=str(exc), env=runner_env(),
                                   framework_version=backend.framework_version(),

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from harness.results.record import write_json_atomic
 from harness.seam.backend import available_backends
 from harness.seam.distributed import Replica, rank_result_path, register_pid
+from harness.seam.runspec import RunSpec
 from harness.worker.execute import execute
 
 
@@ -26,7 +28,7 @@ def apply_memory_limit() -> None:
     limit = os.environ.get("HARNESS_MEMORY_LIMIT_BYTES")
     if not limit:
         return
-    import resource
+    import resource  # POSIX only, and needed only under --memory-limit
 
     value = int(limit)  # the runner checked it (harness.commands.run.parse_size); ValueError otherwise
     if value <= 0:
@@ -50,9 +52,6 @@ def wait_for_run(backend_name: str, run_dir: str, parent: int) -> float | None:
     running. The runner's pid comes on the command line: one that died while this process started would
     already have left it an orphan by the time it could ask for its parent.
     """
-    import time
-
-
     started = time.perf_counter()
     try:
         available_backends()[backend_name].preload()
@@ -68,6 +67,7 @@ def wait_for_run(backend_name: str, run_dir: str, parent: int) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the spec file's run and write its result file; the exit status (1: a replica that failed)."""
     argv = sys.argv[1:] if argv is None else argv
     ahead = None
     if argv and argv[0] == "--ahead":  # python -m harness.worker --ahead BACKEND RUN_DIR RUNNER_PID
@@ -94,12 +94,12 @@ def main(argv: list[str] | None = None) -> int:
                                         f"{type(exc).__name__}: {exc}"})
         return 0
     with open(spec_path, encoding="utf-8") as fh:
-        spec = json.load(fh)
-    fields = execute(spec)
+        spec = RunSpec.from_dict(json.load(fh))
+    result = execute(spec)
     if ahead is not None:  # not part of duration_s: it ran before the run was handed over
-        fields.setdefault("phases_s", {})["imported_ahead"] = round(ahead, 3)
-    write_json_atomic(result_path, fields)
-    if replica is not None and fields.get("status") != "ok":
+        result.phases_s = {**(result.phases_s or {}), "imported_ahead": round(ahead, 3)}
+    write_json_atomic(result_path, result.to_dict())
+    if replica is not None and result.status != "ok":
         # a replica that failed leaves with an error, so its launcher (torchrun, the runner) ends its peers
         # at once instead of leaving them waiting in an all-reduce this replica will never join
         return 1

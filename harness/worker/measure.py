@@ -43,13 +43,16 @@ class WallClock:
         self._sync = sync or (lambda: None)
 
     def sync(self) -> None:
+        """Wait for the device."""
         self._sync()
 
     def start(self) -> float:
+        """Wait for the device, then note the time: the token stop takes."""
         self._sync()
         return time.perf_counter()
 
     def stop(self, token: float) -> BlockTime:
+        """Wait for the device; the seconds since `token`."""
         self._sync()
         return BlockTime(time.perf_counter() - token)
 
@@ -57,9 +60,11 @@ class WallClock:
 class Telemetry(Protocol):
     """Something sampled during the timed region (GPU power, clocks); must not disturb it."""
 
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """Begin sampling (as the timed region begins)."""
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """End sampling (as the timed region ends)."""
 
 
 @dataclass
@@ -73,10 +78,12 @@ class Timing:
 
     @property
     def wall_s(self) -> list[float]:
+        """Synchronized wall seconds of each timed block."""
         return [b.wall_s for b in self.blocks]
 
     @property
     def device_s(self) -> list[float] | None:
+        """Device seconds of each timed block; None unless the device timed every one."""
         values = [b.device_s for b in self.blocks]
         return None if any(v is None for v in values) else values
 
@@ -125,6 +132,47 @@ def measure_settings(measure: dict) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class StopRule:
+    """When the timed loop ends: after `repeats` blocks, or, adaptive (`min_time_s`, `target_ci_pct`), once
+    the timed total and the CI of the median rate are reached, at most after `max_repeats` blocks."""
+
+    repeats: int
+    max_repeats: int
+    min_time_s: float | None = None
+    target_ci_pct: float | None = None
+
+    @classmethod
+    def from_settings(cls, cfg: dict) -> "StopRule":
+        """The rule of a `measure:` block with its defaults filled (measure_settings)."""
+        repeats = int(cfg["repeats"])
+        min_time, target = cfg.get("min_time_s"), cfg.get("target_ci_pct")
+        adaptive = bool(min_time) or bool(target)
+        max_repeats = int(cfg.get("max_repeats") or (10 * repeats if adaptive else repeats))
+        return cls(repeats=repeats, max_repeats=max(max_repeats, repeats), min_time_s=min_time, target_ci_pct=target)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the loop may go on past `repeats` blocks."""
+        return bool(self.min_time_s) or bool(self.target_ci_pct)
+
+    def stop_reason(self, timing: Timing, work_per_step: float) -> str | None:
+        """Why the loop ends after the blocks timed so far (`repeats`, `min_time`, `target_ci`, `max_repeats`);
+        None: it goes on."""
+        n = len(timing.blocks)
+        if n < self.repeats:
+            return None
+        if not self.adaptive:
+            return "repeats"
+        min_time, target = self.min_time_s, self.target_ci_pct
+        enough_time = not min_time or sum(timing.wall_s) >= float(min_time)
+        half = stats.ci_half_width_pct(timing.rates(work_per_step)) if target else None
+        narrow = not target or (half is not None and half <= float(target))
+        if enough_time and narrow:
+            return "target_ci" if target else "min_time"
+        return "max_repeats" if n >= self.max_repeats else None
+
+
 def run_timed(
     step: Callable[[], Any],
     clock: Clock,
@@ -147,21 +195,16 @@ def run_timed(
     """
     report = progress or (lambda phase, **figures: None)
     cfg = measure_settings(measure)
-    repeats = int(cfg["repeats"])
-    steps = int(cfg["steps"])
-    min_time = cfg.get("min_time_s")
-    target = cfg.get("target_ci_pct")
-    adaptive = bool(min_time) or bool(target)
-    max_repeats = int(cfg.get("max_repeats") or (10 * repeats if adaptive else repeats))
-    max_repeats = max(max_repeats, repeats)
+    rule = StopRule.from_settings(cfg)
+    steps, warmup = int(cfg["steps"]), int(cfg["warmup"])
 
-    report("first_step", steps=steps, repeats=repeats, warmup=int(cfg["warmup"]))
+    report("first_step", steps=steps, repeats=rule.repeats, warmup=warmup)
     token = clock.start()
     step()
     first = clock.stop(token).wall_s
 
-    report("warmup", first_step_s=first, warmup=int(cfg["warmup"]))
-    for _ in range(int(cfg["warmup"])):
+    report("warmup", first_step_s=first, warmup=warmup)
+    for _ in range(warmup):
         step()
     clock.sync()
 
@@ -169,29 +212,24 @@ def run_timed(
     if telemetry is not None:
         telemetry.start()
     try:
-        while True:
-            token = clock.start()
-            for _ in range(steps):
-                step()
-            timing.blocks.append(clock.stop(token))
-            n = len(timing.blocks)
-            report("block", block=n, repeats=repeats, max_repeats=max_repeats, block_s=timing.blocks[-1].wall_s,
-                   rate=stats.median(timing.rates(work_per_step)))
-            if n < repeats:
-                continue
-            if not adaptive:
-                timing.stop_reason = "repeats"
-                break
-            enough_time = not min_time or sum(timing.wall_s) >= float(min_time)
-            half = stats.ci_half_width_pct(timing.rates(work_per_step)) if target else None
-            narrow = not target or (half is not None and half <= float(target))
-            if enough_time and narrow:
-                timing.stop_reason = "target_ci" if target else "min_time"
-                break
-            if n >= max_repeats:
-                timing.stop_reason = "max_repeats"
-                break
+        time_blocks(step, clock, timing, rule, work_per_step, report)
     finally:
         if telemetry is not None:
             telemetry.stop()
     return timing
+
+
+def time_blocks(step: Callable[[], Any], clock: Clock, timing: Timing, rule: StopRule, work_per_step: float,
+                report: Callable[..., None]) -> None:
+    """Time blocks of `timing.steps_per_block` calls into `timing` until `rule` stops them, noting why."""
+    while True:
+        token = clock.start()
+        for _ in range(timing.steps_per_block):
+            step()
+        timing.blocks.append(clock.stop(token))
+        report("block", block=len(timing.blocks), repeats=rule.repeats, max_repeats=rule.max_repeats,
+               block_s=timing.blocks[-1].wall_s, rate=stats.median(timing.rates(work_per_step)))
+        reason = rule.stop_reason(timing, work_per_step)
+        if reason is not None:
+            timing.stop_reason = reason
+            return

@@ -11,6 +11,7 @@ import os
 from typing import Any, ClassVar
 
 from harness.errors import allocation_failure
+from harness.seam.adapter import Device
 from harness.seam.backend import Backend
 from harness.workloads import technique_values
 
@@ -86,8 +87,9 @@ class JaxBackend(Backend):
             env["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_autotune_level=0"]))
         return env
 
-    def open_device(self, device: str, cpu_threads: dict):
+    def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import JAX, size its CPU pool where asked, and resolve the device (`auto`: the first GPU, else the CPU)."""
+        # the worker's side, which imports this module's messages back
         from harness_jax.device import JaxDevice
 
         return JaxDevice(device, cpu_threads)

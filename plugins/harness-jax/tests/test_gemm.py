@@ -60,7 +60,7 @@ def test_a_wrong_product_is_failed_and_keeps_its_figures(monkeypatch):
 def test_tf32_on_the_cpu_is_unsupported_with_the_resolved_device_in_the_record():
     from harness.worker.execute import execute as worker_execute
 
-    fields = worker_execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto"))
+    fields = worker_execute(make_spec("gemm", {"size": 32, "precision": "tf32"}, device="auto")).to_dict()
     assert fields["status"] == "unsupported" and "TF32 is a tensor-core format" in fields["error"]
     assert fields["device"] == "cpu"
 
