@@ -442,6 +442,18 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise format_validation_error(exc, source) from None
+    _check_run_count(scenario, source, max_runs)
+    workload = WORKLOADS[scenario.workload]
+    fields = set(workload.params_model.model_fields)
+    scenario.options = _validated_options(scenario, source)
+    scenario.sweep = _validated_sweep(scenario, source, fields)
+    _check_sweep_points(scenario, source, workload)
+    if scenario.capacity is not None and "batch_size" not in fields:
+        raise InputError(f"{source}: field `capacity`: workload {scenario.workload} has no batch_size to search", source=source, field="capacity")
+    return scenario
+
+
+def _check_run_count(scenario: Scenario, source: str, max_runs: int) -> None:
     runs = count_points(scenario) * len(scenario.backends) * len(scenario.devices) * scenario.measure.processes
     if runs > max_runs:
         raise InputError(
@@ -450,9 +462,10 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
             source=source,
             field="sweep",
         )
-    workload = WORKLOADS[scenario.workload]
-    fields = set(workload.params_model.model_fields)
 
+
+def _validated_options(scenario: Scenario, source: str) -> dict:
+    """The `options:` block with backend aliases resolved and each backend's options validated, defaults filled."""
     options = {}
     for key, values in scenario.options.items():
         try:
@@ -460,7 +473,11 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
             options[name] = available_backends()[name].validate_options(values if isinstance(values, dict) else {})
         except ValueError as exc:
             raise InputError(f"{source}: field `options.{key}`: {exc}", source=source, field=f"options.{key}") from None
-    scenario.options = options
+    return options
+
+
+def _validated_sweep(scenario: Scenario, source: str, fields: set[str]) -> dict:
+    """The `sweep:` block with BACKEND.OPTION keys resolved to the backend's own name, every key checked."""
     renamed = {}
     for key, values in scenario.sweep.items():
         if "." in key:  # BACKEND.OPTION: sweeps one backend's option; the other backends run once
@@ -468,7 +485,7 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
             try:
                 name = resolve_backend(backend_key)
                 for value in values:
-                    available_backends()[name].validate_options({**options.get(name, {}), option: value})
+                    available_backends()[name].validate_options({**scenario.options.get(name, {}), option: value})
             except ValueError as exc:
                 raise InputError(f"{source}: field `sweep.{key}`: {exc}", source=source, field=f"sweep.{key}") from None
             renamed[f"{name}.{option}"] = values
@@ -481,7 +498,11 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
                 field=f"sweep.{key}",
             )
         renamed[key] = values
-    scenario.sweep = renamed
+    return renamed
+
+
+def _check_sweep_points(scenario: Scenario, source: str, workload) -> None:
+    """Every sweep point's params valid for the workload; the error names the point."""
     for point in sweep_points(scenario):
         point = {k: v for k, v in point.items() if "." not in k}
         try:
@@ -492,9 +513,6 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
                 swept = ", ".join(f"{k}={v!r}" for k, v in point.items())
                 raise InputError(f"{err} (at sweep point {swept})", source=source, field=err.field) from None
             raise err from None
-    if scenario.capacity is not None and "batch_size" not in fields:
-        raise InputError(f"{source}: field `capacity`: workload {scenario.workload} has no batch_size to search", source=source, field="capacity")
-    return scenario
 
 
 def sweep_points(scenario: Scenario) -> list[dict[str, Any]]:
