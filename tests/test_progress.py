@@ -86,7 +86,7 @@ def test_the_runner_hands_each_event_over_while_the_worker_still_runs(tmp_path, 
     with Store(tmp_path / "s.db") as store:
         runner = Runner(store, on_progress=on_progress)
         record = runner.execute(_spec(seconds=0.25, repeats=6, marker=str(marker)))
-    assert record["status"] == "ok", record.get("error")
+    assert record.status == "ok", record.error
     assert [e["phase"] for e in events] == ["first_step", "warmup"] + ["block"] * 6
     assert [e["block"] for e in events[2:]] == [1, 2, 3, 4, 5, 6]
     assert events[0]["steps"] == 2 and events[0]["repeats"] == 6 and events[1]["warmup"] == 1
@@ -94,7 +94,7 @@ def test_the_runner_hands_each_event_over_while_the_worker_still_runs(tmp_path, 
     assert last["repeats"] == 6 and last["rate"] > 0 and last["block_s"] > 0
     # the worker saw the parent's answer to an early block before its own last step: read live,
     # not after the worker had left
-    seen, total = record["checks"]["marker_seen_at_step"], record["checks"]["steps_run"]
+    seen, total = record.checks["marker_seen_at_step"], record.checks["steps_run"]
     assert seen is not None and seen < total
 
 
@@ -104,7 +104,7 @@ def test_events_before_a_timeout_are_handed_over_and_the_timeout_still_holds(tmp
         runner = Runner(store, on_progress=lambda spec, event: events.append(event["phase"]))
         started = time.monotonic()
         record = runner.execute(_spec(seconds=0.5, steps=1, repeats=100, timeout_s=3.0))
-    assert record["status"] == "timeout" and "no result within 3 s" in record["error"]
+    assert record.status == "timeout" and "no result within 3 s" in record.error
     assert time.monotonic() - started >= 3.0  # not before its time
     assert events[:2] == ["first_step", "warmup"] and "block" in events
 
@@ -115,7 +115,7 @@ def test_a_display_that_fails_does_not_fail_the_run(tmp_path, fake_backend):
 
     with Store(tmp_path / "b.db") as store:
         record = Runner(store, on_progress=broken).execute(_spec("fake", action="ok"))
-    assert record["status"] == "ok"
+    assert record.status == "ok"
 
 
 # ------------------------------------------------------------------------------------- the display
