@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from harness.results.record import Result
 from harness.session import capacity
 from harness.session.capacity import find_max_batch, fits, probe_timeout
-from harness.results.record import Result
 from harness.session.plan import RunSpec
 from harness.spec.scenario import parse_resolution
 

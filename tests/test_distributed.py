@@ -23,9 +23,9 @@ import pytest
 from harness.errors import InputError
 from harness.results.record import Result
 from harness.seam import distributed as dp
+from harness.seam.backend import Backend
 from harness.session import dataparallel
 from harness.session.fields import field_value
-from harness.seam.backend import Backend
 from harness.session.plan import run_key
 from harness.spec.scenario import load_scenario
 

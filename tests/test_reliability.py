@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.commands.run import remaining_runs
 from harness.results.record import Result
 from harness.results.store import Store
 from harness.session.capacity import search
+from harness.session.resume import remaining_runs
 from harness.worker.measure import Measure
 from tests.conftest import RELIABILITY
 

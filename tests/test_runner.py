@@ -153,7 +153,7 @@ def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(
 
 def test_a_worker_can_work_under_the_smallest_memory_limit_accepted(runner):
     # MIN_MEMORY_LIMIT is measured: a real torch worker imports and multiplies under it (issue 13, case 7)
-    from harness.commands.run import MIN_MEMORY_LIMIT
+    from harness.session.limits import MIN_MEMORY_LIMIT
 
     if not runner._backends["torch"].installed():
         pytest.skip("torch is not installed")

@@ -21,7 +21,7 @@ import signal
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from harness.errors import InputError
 
