@@ -164,26 +164,46 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
     def stop(n):
         return lo, hi, history, f"probe at batch_size={n} failed for a reason other than memory"
 
+    lo, hi, failed = _climb(check, max(1, start), limit, predict, bound)
+    if failed is not None:
+        return stop(failed)
+    if hi is None:
+        return lo, None, history, None
+    while hi - lo > tolerance(lo, resolution):
+        mid = (lo + hi) // 2
+        ok = check(mid)
+        if ok is None:
+            return stop(mid)
+        if ok:
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi, history, None
+
+
+def _climb(check, n: int, limit: int, predict, bound: int | None) -> tuple[int, int | None, int | None]:
+    """The search up to its first bracket: (largest fitting, smallest failing or None at the limit, the batch
+    whose probe failed for a reason other than memory or None). Doubling, the memory model's guesses and
+    the tensor-size bound as `search` describes."""
     lo, hi = 0, None
-    n = max(1, start)
     predicted = False  # the memory model has named a limit (it is followed once)
     descending = False  # n is the model's guess under its limit, or a step below a guess that failed
     over = None  # the model's guess just over its limit, to try once its guess under it fits
     while True:
         ok = check(n)
         if ok is None:
-            return stop(n)
+            return lo, hi, n
         if not ok:
             hi = n if hi is None else min(hi, n)
             if descending and int(n * GUESS_STEP) > lo:  # the model was optimistic: step down from its guess
                 n = int(n * GUESS_STEP)
                 continue
-            break
+            return lo, hi, None
         lo = n
         if hi is not None:  # a step below a failed guess fit: bisect between them
-            break
+            return lo, hi, None
         if n >= limit:
-            return lo, None, history, None
+            return lo, None, None
         descending = False
         estimate = None if predicted or predict is None else predict()
         if estimate is not None:  # asked after each fit until the model has what it needs, then once
@@ -204,16 +224,6 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
             n = bound - 1
         elif bound is not None and lo == bound - 1:  # then once past it
             n = min(bound, limit)
-    while hi - lo > tolerance(lo, resolution):
-        mid = (lo + hi) // 2
-        ok = check(mid)
-        if ok is None:
-            return stop(mid)
-        if ok:
-            lo = mid
-        else:
-            hi = mid
-    return lo, hi, history, None
 
 
 def capacity_key(spec: RunSpec) -> str:
