@@ -207,21 +207,26 @@ class LiveDisplay(SessionObserver):
         return self._progress
 
     def notice(self, text: str) -> None:
+        """The note or warning, as a line on standard error."""
         click.echo(text, err=True)
 
     def session_started(self, started: SessionStarted) -> None:
+        """The environment's warnings, the session's line (its runs, its store) and its forecast."""
         say([f"warning: {warning}" for warning in started.warnings])
         click.echo(f"session {started.session_id}: {started.runs} run(s); results go to {started.store_path}", err=True)
         say(forecast_lines(started.forecast))
 
     def run_started(self, i: int, n: int, spec) -> None:
+        """The run's line."""
         if self.progress is not None:
             self.progress.start(i, n, spec)
 
     def run_progress(self, spec, event: dict) -> None:
+        """The run's live status (a terminal) or its progress lines (a log)."""
         if self.progress is not None:
             self.progress.progress(spec, event)
 
     def run_finished(self, i: int, n: int, result: Result) -> None:
+        """The run's result line."""
         if self.progress is not None:
             self.progress.result(i, n, result)

@@ -58,6 +58,7 @@ class FinishedSession:
 
     @property
     def records(self) -> list[Result]:
+        """The session's records, in plan order."""
         return self.outcome.records
 
     @property

@@ -53,6 +53,7 @@ class ProgressReader:
         self._offset = 0
 
     def read(self) -> list[dict]:
+        """The events appended since the last read."""
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self._offset)
@@ -161,18 +162,22 @@ class _RunFiles:
 
     @property
     def spec(self) -> Path:
+        """The run's spec, written by the runner before the worker reads it."""
         return self.folder / "spec.json"
 
     @property
     def result(self) -> Path:
+        """The worker's result (RESULT.rank<r> beside it for each replica of a data-parallel run)."""
         return self.folder / "result.json"
 
     @property
     def log(self) -> Path:
+        """The worker's standard output and error."""
         return self.folder / "worker.log"
 
     @functools.cached_property
     def progress(self) -> "ProgressReader":
+        """The reader of the worker's progress events."""
         return ProgressReader(self.folder / "progress.jsonl")
 
 
