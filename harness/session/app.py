@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.errors import InputError, StoreError, StoreWriteError
 from harness.machine.envcheck import environment_warnings
-from harness.results.record import FAILING_STATUSES, Result
+from harness.results.record import Result
 from harness.results.store import Store
 from harness.session.capacity import find_max_batch
 from harness.session.forecast import Forecast, forecast
@@ -30,12 +30,12 @@ from harness.session.request import (
     SessionRequest,
     SessionStarted,
 )
-from harness.session.resume import prepare_resume, work_left
+from harness.session.resume import prepare_resume
 from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
 from harness.session.start import prepare_start
 
 __all__ = ["EXIT_NOTHING_MEASURED", "FinishedSession", "LOW_DISK_BYTES", "PreparedSession", "SessionObserver",
-           "SessionRequest", "planned_forecast", "prepare_session", "run_session", "work_left"]
+           "SessionRequest", "SessionStarted", "planned_forecast", "prepare_session", "run_session"]
 
 #: Exit code of a session that finished with no run ok and none failed: every run was `unsupported`
 #: (a device that is not there, a combination no backend can run), so nothing was measured.
@@ -64,7 +64,7 @@ class FinishedSession:
     @property
     def failed(self) -> list[Result]:
         """The records whose status makes the session fail."""
-        return [r for r in self.records if r.status in FAILING_STATUSES]
+        return self.outcome.failed
 
     @property
     def nothing_measured(self) -> bool:
