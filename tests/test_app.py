@@ -102,3 +102,19 @@ def test_a_request_is_refused_before_anything_is_written(tmp_path, monkeypatch, 
         prepare_session(SessionRequest(store_path=str(tmp_path / "never.db"), **fields))
     assert refused.value.field == flag
     assert not (tmp_path / "never.db").exists()
+
+
+def test_a_capacity_search_runs_from_python(tmp_path, fake_backend, write_scenario):
+    path = write_scenario({
+        "name": "cap", "workload": "resnet50_train", "params": {"batch_size": 2, "image_size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120, "processes": 1},
+        "backends": ["fake"], "devices": ["cpu"], "options": {"fake": {"action": "oom_above", "limit": 9}},
+    })
+    request = SessionRequest(scenario_file=path, store_path=str(tmp_path / "cap.db"), find_max_batch=True,
+                             capacity={"start": 2, "limit": 64})
+    prepared = prepare_session(request)
+    assert prepared.capacity_mode and prepared.groups[0][0]["start"] == 2
+    finished = run_session(prepared, Recorder())
+    (record,) = finished.records
+    assert finished.exit_code == 0 and record.metric == "max_batch_size" and record.median == 9
+    assert record.checks["first_failing_batch_size"] == 10
