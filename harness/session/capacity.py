@@ -27,7 +27,7 @@ from harness.errors import line_naming
 from harness.machine.peaks import gpu_size
 from harness.results.record import Result, utc_now
 from harness.seam.backend import available_backends
-from harness.session.fields import field_value, set_field
+from harness.session.fields import field_value, set_field, with_fields
 from harness.session.plan import RunSpec, new_id, run_key
 from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
 from harness.spec.devices import gpu_index
@@ -279,13 +279,12 @@ class _Probes:
         timeout = probe_timeout(n, self.fitted, float(self.base.measure.get("timeout_s") or 1800))
         record = self._once(n, timeout)
         if record.status == "timeout":  # neither fits nor fails: once more, with twice the time
-            record.warnings = [*(record.warnings or []), f"timed out after {timeout:.0f} s; tried again"]
+            record = record.updated(warnings=[*(record.warnings or []), f"timed out after {timeout:.0f} s; tried again"])
             self.runner.store.add(record)
             record = self._once(n, 2 * timeout)
             if record.status == "timeout":
-                set_field(record, "timed_out_twice", True)
-                record.warnings = [*(record.warnings or []), (
-                    f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]
+                record = with_fields(record, {"timed_out_twice": True, "warnings": [*(record.warnings or []), (
+                    f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]})
         answer = fits(record, smaller_fit=bool(self.fitted),
                       host_limit=bool(getattr(self.runner, "memory_limit_bytes", None)))
         self.runner.on_progress(self.base.with_params(batch_size=n), {
@@ -311,8 +310,7 @@ class _Probes:
         probe_spec = self.base.with_params(batch_size=n)
         probe_spec = replace(probe_spec, measure={**probe_spec.measure, "timeout_s": timeout_s})
         record = self.runner.execute(probe_spec)
-        set_field(record, "probe_of", self.capacity_id)
-        return record
+        return with_fields(record, {"probe_of": self.capacity_id})
 
 
 def _search_one(runner: Runner, key: str, spec: RunSpec, bounds: _Bounds) -> Result:
@@ -321,11 +319,10 @@ def _search_one(runner: Runner, key: str, spec: RunSpec, bounds: _Bounds) -> Res
     capacity_id = new_id()
     started, clock = utc_now(), time.perf_counter()
     static = runner.static_status(base)
-    record = Result.planned(replace(spec, run_id=capacity_id, run_key=key))
-    record.started_at, record.metric, record.unit = started, "max_batch_size", "images"
+    record = Result.planned(replace(spec, run_id=capacity_id, run_key=key)).updated(
+        started_at=started, metric="max_batch_size", unit="images")
     if static is not None:
-        record.status, record.error = static
-        return record
+        return record.updated(status=static[0], error=static[1])
     probes = _Probes(runner, base, capacity_id)
     bound = _kernel_bound(spec)
     best, first_bad, _, error = search(probes.probe, bounds.start, bounds.limit, bounds.resolution,
@@ -352,21 +349,24 @@ def _capacity_record(record: Result, spec: RunSpec, probes: _Probes, answer: _An
     last = next((p for p in reversed(probes.probes) if p.status == "ok"), None)
     failing = next((p for p in reversed(probes.probes) if p.params.get("batch_size") == answer.first_bad), None)
     first = last or (probes.probes[0] if probes.probes else None)
-    record.status = "ok" if answer.error is None and best > 0 else "failed"
-    record.error = answer.error if answer.error else (None if best > 0 else f"batch_size={start} does not fit")
-    record.median, record.samples = (float(best), [float(best)]) if best else (None, [])
-    record.params = {**spec.params, "batch_size": best or None}
-    record.device = first.device if first is not None else spec.device
-    record.device_name = first.device_name if first is not None else None
-    record.framework_version = first.framework_version if first is not None else None
-    record.api = (last.api if last is not None else None) or {}
-    for name in ("peak_allocated_bytes", "device_used_bytes", "host_peak_rss_bytes"):
-        setattr(record, name, getattr(last, name) if last is not None else None)
-    record.env = (first.env if first is not None else None) or {}
-    record.checks = _search_checks(probes, failing, answer, bounds)
-    record.duration_s = answer.seconds
-    record.warnings = sorted({w for p in probes.probes for w in (p.warnings or [])
-                              if w.startswith(("counted as", "timed out"))})
+    record = record.updated(
+        status="ok" if answer.error is None and best > 0 else "failed",
+        error=answer.error if answer.error else (None if best > 0 else f"batch_size={start} does not fit"),
+        median=float(best) if best else None,
+        samples=[float(best)] if best else [],
+        params={**spec.params, "batch_size": best or None},
+        device=first.device if first is not None else spec.device,
+        device_name=first.device_name if first is not None else None,
+        framework_version=first.framework_version if first is not None else None,
+        api=(last.api if last is not None else None) or {},
+        **{name: getattr(last, name) if last is not None else None
+           for name in ("peak_allocated_bytes", "device_used_bytes", "host_peak_rss_bytes")},
+        env=(first.env if first is not None else None) or {},
+        checks=_search_checks(probes, failing, answer, bounds),
+        duration_s=answer.seconds,
+        warnings=sorted({w for p in probes.probes for w in (p.warnings or [])
+                         if w.startswith(("counted as", "timed out"))}),
+    )
     _note_past_int32(record, spec, answer)
     if failing is not None and failing.status == "failed" and "SIGKILL" in str(failing.error):
         record.warnings.append("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")

@@ -89,25 +89,19 @@ def merge(record: Result, results: dict[int, dict], local_ranks, world_size: int
     distributed.update((own or {}).get("distributed_replica") or {})
     distributed["ranks"] = [_rank_entry(rank, results.get(rank), died) for rank in sorted(local_ranks)]
     distributed["peaks_of"] = "every rank of node 0 (distributed.ranks); peak_allocated_bytes is rank 0's"
-    merged.distributed = distributed
+    merged = merged.updated(distributed=distributed)
 
     problems = _problems(results, local_ranks, died, timed_out)
     if not problems:  # rank 0's status, every rank being fine
-        if own is None and node_rank != 0:
-            merged.status = "ok"
-        return merged
+        return merged.updated(status="ok") if own is None and node_rank != 0 else merged
     cause = _root_cause(problems, results, died)
     rank, status, error, evidence = cause
-    merged.status, merged.error = status, error[:2000]
-    if evidence:
-        merged = with_fields(merged, {"oom_evidence": f"replica rank {rank}: {evidence}"})
-        distributed = merged.distributed
-    distributed["failed_rank"] = rank
+    distributed = {**distributed, "failed_rank": rank}
     others = [p[2] for p in problems if p is not cause]
     if others:
         distributed["other_failures"] = [o[:300] for o in others]
-    merged.distributed = distributed
-    return merged
+    merged = merged.updated(status=status, error=error[:2000], distributed=distributed)
+    return with_fields(merged, {"oom_evidence": f"replica rank {rank}: {evidence}"}) if evidence else merged
 
 
 def scaling_efficiency(rate: float | None, replicas: int, rate_one: float | None) -> float | None:

@@ -194,22 +194,20 @@ def _worker_result(result: Result, spec: RunSpec, path: Path, timed_out: bool, p
     if written is not None:
         result = with_fields(result, written)
         if timed_out:  # measured and written, then stuck on its way out: keep what it measured
-            result.warnings = [*(result.warnings or []), (
+            result = result.updated(warnings=[*(result.warnings or []), (
                 f"the worker wrote its result but had not exited after {spec.timeout_s:g} s; "
-                "it was stopped and its result kept")]
-    elif timed_out:
-        result.status = "timeout"
-        result.error = f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); worker stopped"
-    else:
-        result.status = "failed"
-        result.error = _died(proc.returncode)
-    return result
+                "it was stopped and its result kept")])
+        return result
+    if timed_out:
+        return result.updated(status="timeout", error=f"no result within {spec.timeout_s:g} s (measure.timeout_s / "
+                                                      "--timeout); worker stopped")
+    return result.updated(status="failed", error=_died(proc.returncode))
 
 
 def _with_evidence(result: Result, log_path: Path) -> Result:
     """The record with the runner's environment where the worker wrote none and, unless ok, the log's tail."""
     if not result.env:
-        result.env = runner_env()
+        result = result.updated(env=runner_env())
     if result.status != "ok":
         tail = _tail(log_path)
         if tail:
@@ -221,10 +219,11 @@ def _timed(result: Result, started: float, *, worker_ran: bool) -> Result:
     """The record's duration_s from the runner's clock; with the worker's own duration, the rest of it as the
     `process` phase (the worker's start, imports and exit, and the runner's reading of its result)."""
     worker_s = result.duration_s if worker_ran else None
-    result.duration_s = time.perf_counter() - started
+    duration_s = time.perf_counter() - started
     if worker_s is not None and result.phases_s:
-        result.phases_s = {**result.phases_s, "process": round(result.duration_s - worker_s, 3)}
-    return result
+        return result.updated(duration_s=duration_s,
+                              phases_s={**result.phases_s, "process": round(duration_s - worker_s, 3)})
+    return result.updated(duration_s=duration_s)
 
 
 @dataclass
@@ -347,8 +346,7 @@ class Runner:
 
     def execute(self, spec: RunSpec) -> Result:
         """Execute one spec in a fresh worker process and return its complete record (not stored)."""
-        result = Result.planned(spec)
-        result.started_at = utc_now()
+        result = Result.planned(spec).updated(started_at=utc_now())
         static = self.static_status(spec)
         if static is not None:
             return self._decided(result, backend=self._backends.get(spec.backend), status=static, duration_s=0.0)
@@ -369,7 +367,7 @@ class Runner:
                 return self._decided(result, backend=backend, status=("unsupported", str(exc)),
                                      duration_s=time.perf_counter() - started)
             if launch is not None:
-                result.distributed = self._layout(spec, launch)
+                result = result.updated(distributed=self._layout(spec, launch))
             procs, timed_out, leftovers = self._start_and_wait(spec, files, commands, ahead, base_env)
             if launch is not None:
                 result = self._merge_replicas(result, spec, launch, procs, files, timed_out, leftovers)
@@ -382,11 +380,8 @@ class Runner:
 
     def _decided(self, result: Result, *, backend, status: tuple[str, str], duration_s: float) -> Result:
         """The record of a run decided without a measurement: its status and reason, the runner's environment."""
-        result.status, result.error = status
-        result.duration_s = duration_s
-        result.framework_version = backend.framework_version() if backend else None
-        result.env = runner_env()
-        return result
+        return result.updated(status=status[0], error=status[1], duration_s=duration_s,
+                              framework_version=backend.framework_version() if backend else None, env=runner_env())
 
     def _commands(self, spec: RunSpec, backend, files: "_RunFiles", env: dict) -> tuple:
         """(launch, [(argv, environment)]): one worker for a plain run; the backend's launch of every local replica
@@ -459,15 +454,15 @@ class Runner:
         result = merge(result, results, ranks, self._replicas(spec), died, timed_out=timed_out,
                        node_rank=self.cluster.node_rank)
         if timed_out and result.status == "ok":
-            result.warnings = [*(result.warnings or []), (
+            result = result.updated(warnings=[*(result.warnings or []), (
                 f"the replicas wrote their results but had not all exited after {spec.timeout_s:g} s; "
-                "they were stopped and the results kept")]
+                "they were stopped and the results kept")])
         elif timed_out and result.status in ("failed", "timeout"):
-            result.status = "timeout"
-            result.error = (f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); every replica "
-                            f"stopped ({result.error})")
+            result = result.updated(status="timeout", error=(
+                f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); every replica "
+                f"stopped ({result.error})"))
         if leftovers:
-            result.distributed["killed_after_exit"] = len(leftovers)
+            result = result.updated(distributed={**result.distributed, "killed_after_exit": len(leftovers)})
         return result
 
     def _wait_all(self, procs: list[subprocess.Popen], spec: RunSpec, progress: ProgressReader) -> bool:
@@ -553,9 +548,10 @@ class Runner:
         except Exception:  # noqa: BLE001 - a figure the store cannot give is computed later by compare
             return record
         if ones:
-            record.scaling_efficiency = scaling_efficiency(record.median, replicas, median(ones))
-            record.distributed = {**(record.distributed or {}),
-                                  "scaling_baseline": {"run_key": key, "processes": len(ones), "median": median(ones)}}
+            record = record.updated(
+                scaling_efficiency=scaling_efficiency(record.median, replicas, median(ones)),
+                distributed={**(record.distributed or {}),
+                             "scaling_baseline": {"run_key": key, "processes": len(ones), "median": median(ones)}})
         return record
 
 
