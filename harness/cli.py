@@ -5,6 +5,7 @@ Imports here are light on purpose: `harness --help` and `harness validate` impor
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -25,8 +26,6 @@ class _Group(click.Group):
     def get_command(self, ctx, name):
         if name not in COMMANDS:
             return None
-        import importlib
-
         return importlib.import_module(f"harness.commands.{name}").command
 
     def invoke(self, ctx):

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.commands.run import MIN_MEMORY_LIMIT, parse_size
 from harness.results.record import Result
 from harness.results.store import Store
+from harness.session.limits import MIN_MEMORY_LIMIT, parse_size
 from harness.worker.measure import Measure
 
 #: One worker process per configuration (measure.processes, where this harness has it): these tests

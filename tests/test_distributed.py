@@ -23,9 +23,12 @@ import pytest
 
 from backends.torch.launcher import torchrun_failures
 from harness.errors import InputError
+from harness.results.record import Result
 from harness.seam import distributed as dp
 from harness.seam.backend import Backend
 from harness.seam.runspec import RunSpec
+from harness.session import dataparallel
+from harness.session.fields import field_value
 from harness.session.plan import run_key
 from harness.spec.scenario import load_scenario
 
@@ -307,38 +310,38 @@ def test_tensorflow_multi_worker_launch_gives_each_worker_its_task_in_one_cluste
 
 
 def test_merge_names_the_replica_that_died_not_the_peer_harness_stopped_after_it():
-    record = dp.merge({"distributed": {}}, {}, [0, 1], 2, {0: "killed by signal SIGTERM", 1: "killed by signal SIGSEGV"},
+    record = dataparallel.merge(Result(), {}, [0, 1], 2, {0: "killed by signal SIGTERM", 1: "killed by signal SIGSEGV"},
                       timed_out=False)
-    assert record["status"] == "failed" and record["distributed"]["failed_rank"] == 1
-    assert "SIGSEGV" in record["error"] and "SIGTERM" in record["distributed"]["other_failures"][0]
+    assert record.status == "failed" and record.distributed["failed_rank"] == 1
+    assert "SIGSEGV" in record.error and "SIGTERM" in record.distributed["other_failures"][0]
 
 
 def test_merge_names_the_replica_that_died_not_the_peer_whose_collective_broke():
     peer = {"status": "failed", "error": "RuntimeError: Connection closed by peer", "checks": {}}
-    record = dp.merge({"distributed": {}}, {0: peer}, (0, 1), 2, {1: "killed by signal SIGKILL"}, timed_out=False)
-    assert record["status"] == "failed" and record["error"].startswith("replica rank 1 killed by signal SIGKILL")
-    assert record["distributed"]["failed_rank"] == 1
+    record = dataparallel.merge(Result(), {0: peer}, (0, 1), 2, {1: "killed by signal SIGKILL"}, timed_out=False)
+    assert record.status == "failed" and record.error.startswith("replica rank 1 killed by signal SIGKILL")
+    assert record.distributed["failed_rank"] == 1
 
 
 def test_merge_an_out_of_memory_replica_makes_the_run_oom_with_its_evidence():
     ok = {"status": "ok", "median": 10.0, "checks": {"inputs_fingerprint": "a"}}
     oom = {"status": "oom", "error": "OutOfMemoryError: CUDA out of memory", "oom_evidence": "OutOfMemoryError: CUDA"}
-    record = dp.merge({"distributed": {}}, {0: ok, 1: oom}, (0, 1), 2, {}, timed_out=False)
-    assert record["status"] == "oom" and "replica rank 1" in record["error"]
-    assert record["oom_evidence"].startswith("replica rank 1:")
+    record = dataparallel.merge(Result(), {0: ok, 1: oom}, (0, 1), 2, {}, timed_out=False)
+    assert record.status == "oom" and "replica rank 1" in record.error
+    assert field_value(record, "oom_evidence").startswith("replica rank 1:")
 
 
 def test_merge_all_ok_keeps_rank_0_figures_and_every_rank():
     results = {r: {"status": "ok", "median": 10.0 + r, "peak_allocated_bytes": 100 + r, "device": f"cuda:{r}",
                    "checks": {"inputs_fingerprint": str(r)}} for r in (0, 1)}
-    record = dp.merge({"distributed": {}}, results, (0, 1), 2, {}, timed_out=False)
-    assert record["status"] == "ok" and record["median"] == 10.0 and record["peak_allocated_bytes"] == 100
-    assert [r["device"] for r in record["distributed"]["ranks"]] == ["cuda:0", "cuda:1"]
+    record = dataparallel.merge(Result(), results, (0, 1), 2, {}, timed_out=False)
+    assert record.status == "ok" and record.median == 10.0 and record.peak_allocated_bytes == 100
+    assert [r["device"] for r in record.distributed["ranks"]] == ["cuda:0", "cuda:1"]
 
 
 def test_scaling_efficiency_and_replica_devices():
-    assert dp.scaling_efficiency(190.0, 2, 100.0) == pytest.approx(0.95)
-    assert dp.scaling_efficiency(None, 2, 100.0) is None
+    assert dataparallel.scaling_efficiency(190.0, 2, 100.0) == pytest.approx(0.95)
+    assert dataparallel.scaling_efficiency(None, 2, 100.0) is None
     assert dp.replica_device("cuda:2", 1) == "cuda:3" and dp.replica_device("cpu", 1) == "cpu"
     assert dp.threads_per_replica({"intra_op": 3}, 2)["intra_op"] == 3
     assert dp.threads_per_replica({}, 64)["intra_op"] == 1

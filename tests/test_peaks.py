@@ -241,14 +241,14 @@ def test_compare_by_device_shows_the_a6000_4090_datasheet_ratio(precision):
 
 
 def test_compare_tells_an_ambiguous_device_name_apart_by_what_its_records_hold():
-    from harness.machine.peaks import gpu_size
     from harness.results.compare import datasheet_ratio
+    from harness.results.record import Result
 
-    record = {"device": "cuda:1", "env": {"variables": {"CUDA_VISIBLE_DEVICES": "3,2"},
+    record = Result(device="cuda:1", env={"variables": {"CUDA_VISIBLE_DEVICES": "3,2"},
                                           "gpus": [{"index": 2, "memory_total_bytes": 80 * 2**30}],
-                                          "framework": {"gpu_multiprocessors": 132}}}
-    assert gpu_size(record) == {"memory_bytes": 80 * 2**30, "sm_count": 132}  # cuda:1 is NVML's GPU 2
+                                          "framework": {"gpu_multiprocessors": 132}})
+    assert record.gpu_size() == {"memory_bytes": 80 * 2**30, "sm_count": 132}  # cuda:1 is NVML's GPU 2
     plain = datasheet_ratio("NVIDIA H100 80GB HBM3", "NVIDIA H100", "bf16")
-    sized = datasheet_ratio("NVIDIA H100 80GB HBM3", "NVIDIA H100", "bf16", None, gpu_size(record))
+    sized = datasheet_ratio("NVIDIA H100 80GB HBM3", "NVIDIA H100", "bf16", None, record.gpu_size())
     assert plain == (None, None)  # "NVIDIA H100" alone could be SXM, PCIe or NVL
     assert sized[0] == pytest.approx(1.0) and "H100 SXM" in sized[1]

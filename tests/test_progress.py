@@ -4,7 +4,6 @@ session says what to expect before it starts (an estimate from earlier runs, a G
 on the CPU)."""
 
 import io
-import json
 import os
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.results.record import Result
 from harness.results.store import Store
 from harness.seam.adapter import Prepared
 from harness.session.plan import RunSpec, run_key
@@ -86,7 +86,7 @@ def test_the_runner_hands_each_event_over_while_the_worker_still_runs(tmp_path, 
     with Store(tmp_path / "s.db") as store:
         runner = Runner(store, on_progress=on_progress)
         record = runner.execute(_spec(seconds=0.25, repeats=6, marker=str(marker)))
-    assert record["status"] == "ok", record.get("error")
+    assert record.status == "ok", record.error
     assert [e["phase"] for e in events] == ["first_step", "warmup"] + ["block"] * 6
     assert [e["block"] for e in events[2:]] == [1, 2, 3, 4, 5, 6]
     assert events[0]["steps"] == 2 and events[0]["repeats"] == 6 and events[1]["warmup"] == 1
@@ -94,7 +94,7 @@ def test_the_runner_hands_each_event_over_while_the_worker_still_runs(tmp_path, 
     assert last["repeats"] == 6 and last["rate"] > 0 and last["block_s"] > 0
     # the worker saw the parent's answer to an early block before its own last step: read live,
     # not after the worker had left
-    seen, total = record["checks"]["marker_seen_at_step"], record["checks"]["steps_run"]
+    seen, total = record.checks["marker_seen_at_step"], record.checks["steps_run"]
     assert seen is not None and seen < total
 
 
@@ -104,7 +104,7 @@ def test_events_before_a_timeout_are_handed_over_and_the_timeout_still_holds(tmp
         runner = Runner(store, on_progress=lambda spec, event: events.append(event["phase"]))
         started = time.monotonic()
         record = runner.execute(_spec(seconds=0.5, steps=1, repeats=100, timeout_s=3.0))
-    assert record["status"] == "timeout" and "no result within 3 s" in record["error"]
+    assert record.status == "timeout" and "no result within 3 s" in record.error
     assert time.monotonic() - started >= 3.0  # not before its time
     assert events[:2] == ["first_step", "warmup"] and "block" in events
 
@@ -115,7 +115,7 @@ def test_a_display_that_fails_does_not_fail_the_run(tmp_path, fake_backend):
 
     with Store(tmp_path / "b.db") as store:
         record = Runner(store, on_progress=broken).execute(_spec("fake", action="ok"))
-    assert record["status"] == "ok"
+    assert record.status == "ok"
 
 
 # ------------------------------------------------------------------------------------- the display
@@ -128,7 +128,7 @@ def _events():
 
 
 def test_plain_lines_when_stderr_is_not_a_terminal():
-    from harness.commands.run import Progress
+    from harness.present.live import Progress
 
     out = io.StringIO()
     shown = Progress(stream=out, live=False)
@@ -136,7 +136,7 @@ def test_plain_lines_when_stderr_is_not_a_terminal():
     shown.start(2, 5, spec)
     for event in events:
         shown.progress(spec, event)
-    shown.result(2, 5, {"status": "ok", "median": 0.0414, "unit": "TFLOP/s", "duration_s": 70.0})
+    shown.result(2, 5, Result(status="ok", median=0.0414, unit="TFLOP/s", duration_s=70.0))
     lines = out.getvalue().splitlines()
     assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
     assert lines[0].startswith("[2/5] fake on cpu: gemm")
@@ -147,7 +147,7 @@ def test_plain_lines_when_stderr_is_not_a_terminal():
 
 
 def test_one_live_line_rewritten_in_place_on_a_terminal():
-    from harness.commands.run import Progress
+    from harness.present.live import Progress
 
     out = io.StringIO()
     shown = Progress(stream=out, live=True, width=200)
@@ -160,7 +160,7 @@ def test_one_live_line_rewritten_in_place_on_a_terminal():
     for phase in ("starting", "first step", "warm-up: 1 step(s) (first step done in 2.5 s)",
                   "block 1 of 3: 0.0412 TFLOP/s so far, about 40 s left"):
         assert f"\r[1/1] {phase}" in text, phase
-    shown.result(1, 1, {"status": "ok", "median": 0.0414, "unit": "TFLOP/s", "duration_s": 70.0})
+    shown.result(1, 1, Result(status="ok", median=0.0414, unit="TFLOP/s", duration_s=70.0))
     assert out.getvalue().endswith("\r\x1b[K[1/1] ok 0.0414 TFLOP/s in 70.0 s\n")  # the status line cleared first
     narrow = io.StringIO()
     small = Progress(stream=narrow, live=True, width=30)
@@ -170,7 +170,7 @@ def test_one_live_line_rewritten_in_place_on_a_terminal():
 
 
 def test_adaptive_blocks_say_at_most_how_long_is_left():
-    from harness.commands.run import describe_event
+    from harness.present.live import describe_event
 
     spec = _spec("fake")
     event = {"phase": "block", "block": 5, "repeats": 5, "max_repeats": 50, "block_s": 1.0, "rate": 3.0}
@@ -204,36 +204,43 @@ def _plan(workload="resnet50_train", device="auto", runs=8, **params):
 
 
 def test_an_estimate_comes_from_earlier_runs_of_the_same_configurations(monkeypatch):
-    from harness.commands.run import forecast
     from harness.machine import nvml
+    from harness.present.live import forecast_lines
+    from harness.session.forecast import forecast
 
     monkeypatch.setattr(nvml, "gpus", lambda: [{"index": 0}])
     plan = _plan(runs=4)
-    assert forecast(plan, []) == []  # nothing to go by: nothing numeric
-    earlier = [{"run_key": "k0", "duration_s": 100.0}, {"run_key": "k0", "duration_s": 120.0},
-               {"run_key": "k1", "duration_s": 60.0}, {"run_key": "k1", "duration_s": 0.0}]
-    (line,) = forecast(plan, earlier)
-    assert line.startswith("estimate: about 6 min for 4 run(s)")  # 2 x 110 s + 2 x 60 s
-    (part,) = forecast(plan, earlier[:2])
-    assert "about 3.7 min" not in part and "for the 2 of 4 run(s)" in part and "no earlier run" in part
+    assert forecast(plan, []).known_s is None and forecast_lines(forecast(plan, [])) == []  # nothing to go by
+    earlier = [Result(run_key="k0", duration_s=100.0), Result(run_key="k0", duration_s=120.0),
+               Result(run_key="k1", duration_s=60.0), Result(run_key="k1", duration_s=0.0)]
+    whole = forecast(plan, earlier)
+    assert (whole.known_s, whole.known_runs, whole.runs, whole.earlier_runs) == (340.0, 4, 4, 3)  # 2 x 110 s + 2 x 60 s
+    (line,) = forecast_lines(whole)
+    assert line.startswith("estimate: about 6 min for 4 run(s)")
+    part = forecast(plan, earlier[:2])
+    assert (part.known_s, part.known_runs) == (220.0, 2)
+    (text,) = forecast_lines(part)
+    assert "for the 2 of 4 run(s)" in text and "no earlier run" in text
 
 
 def test_a_gpu_sized_session_on_the_cpu_is_warned_about_with_a_range(monkeypatch):
-    from harness.commands.run import forecast, session_work_tflop
     from harness.machine import nvml
+    from harness.present.live import forecast_lines
+    from harness.session.forecast import forecast, session_work_tflop
 
     plan = _plan(batch_size=32, image_size=224)
     work = session_work_tflop(plan)
     per_step = 24.5e9 * 32  # ResNet-50 training at 224 px: 24.5 GFLOP an image (README)
     assert work == pytest.approx(8 * per_step * (1 + 10 + 20 * 5) / 1e12, rel=0.02)
     monkeypatch.setattr(nvml, "gpus", lambda: [])
-    (warning,) = forecast(plan, [])
+    assert forecast(plan, []).cpu_work_tflop == pytest.approx(work)
+    (warning,) = forecast_lines(forecast(plan, []))
     assert warning.startswith("warning: no GPU is visible") and f"about {work:,.0f} TFLOP" in warning
     assert f"{work / 0.5 / 3600:.1f}-{work / 0.1 / 3600:.1f} hours" in warning and "estimate" in warning
-    assert forecast(_plan(device="cuda:0"), []) == []  # asked for a GPU: not a CPU session
-    assert forecast(_plan(batch_size=2, image_size=32, runs=2), []) == []  # small: nothing to warn of
+    assert forecast(_plan(device="cuda:0"), []).cpu_work_tflop is None  # asked for a GPU: not a CPU session
+    assert forecast(_plan(batch_size=2, image_size=32, runs=2), []).cpu_work_tflop is None  # small: nothing to warn of
     monkeypatch.setattr(nvml, "gpus", lambda: [{"index": 0}])
-    assert forecast(plan, []) == []  # a GPU is there
+    assert forecast(plan, []).cpu_work_tflop is None  # a GPU is there
 
 
 def test_dry_run_warns_before_a_gpu_sized_session_on_the_cpu(monkeypatch, tmp_path):

@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.commands.run import remaining_runs
 from harness.results.record import Result
 from harness.results.store import Store
 from harness.session.capacity import search
+from harness.session.resume import remaining_runs
 from harness.worker.measure import Measure
 from tests.conftest import RELIABILITY
 
@@ -170,7 +170,7 @@ def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fa
         start = runner._start_ahead
         runner._start_ahead = lambda *a: (start(*a), started.append(runner._ahead.proc))
         (record,) = find_max_batch(runner, [spec], start=2, limit=64, resolution=1).records
-    assert record["median"] == 9
+    assert record.median == 9
     assert len(started) >= 3 and runner._ahead is None
     assert all(proc.poll() is not None for proc in started)  # the last, never used, was stopped too
     probes = sorted((r for r in store_records(tmp_path / "a.db") if r.get("probe_of")), key=lambda r: r["started_at"])

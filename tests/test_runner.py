@@ -47,31 +47,31 @@ def runner(tmp_path, fake_backend):
 
 def test_an_ok_run_is_a_complete_record(runner):
     record = runner.execute(spec("ok"))
-    assert record["status"] == "ok", record.get("error")
-    assert len(record["samples"]) == 3
-    assert record["median"] > 0 and record["ci_low"] <= record["median"] <= record["ci_high"]
-    assert record["metric"] == "tflops" and record["unit"] == "TFLOP/s"
-    assert record["tflops"] == record["median"]
-    assert record["host_peak_rss_bytes"] > 10_000_000
-    assert record["env"]["python"] and record["env"]["packages"]["numpy"]
-    assert record["pct_of_peak"] is None  # a fake device has no datasheet: null, never zero
+    assert record.status == "ok", record.error
+    assert len(record.samples) == 3
+    assert record.median > 0 and record.ci_low <= record.median <= record.ci_high
+    assert record.metric == "tflops" and record.unit == "TFLOP/s"
+    assert record.tflops == record.median
+    assert record.host_peak_rss_bytes > 10_000_000
+    assert record.env["python"] and record.env["packages"]["numpy"]
+    assert record.pct_of_peak is None  # a fake device has no datasheet: null, never zero
 
 
 def test_a_record_says_where_its_wall_time_went(runner):
     # a probe that costs a minute, most of it outside its two steps, is answered by these phases
     record = runner.execute(spec("sleep", seconds=0.5))
-    assert record["status"] == "ok", record.get("error")
-    phases = record["phases_s"]
+    assert record.status == "ok", record.error
+    phases = record.phases_s
     assert set(phases) == {"open_device", "prepare", "steps", "after", "process"}
     assert phases["prepare"] >= 0.5 > phases["steps"]  # the fake sleeps in prepare, not in its steps
     assert all(v >= 0 for v in phases.values())
-    assert sum(phases.values()) == pytest.approx(record["duration_s"], abs=0.05)
+    assert sum(phases.values()) == pytest.approx(record.duration_s, abs=0.05)
 
 
 def test_a_failed_run_keeps_the_phases_it_reached(runner):
     record = runner.execute(spec("raise"))
-    assert record["status"] == "failed"
-    assert set(record["phases_s"]) == {"open_device", "prepare", "process"}  # it failed preparing
+    assert record.status == "failed"
+    assert set(record.phases_s) == {"open_device", "prepare", "process"}  # it failed preparing
 
 
 @pytest.mark.parametrize(
@@ -86,13 +86,13 @@ def test_a_failed_run_keeps_the_phases_it_reached(runner):
 def test_a_broken_worker_gets_its_status_and_the_next_run_succeeds(runner, action, status, text):
     outcome = runner.run([spec(action), spec("ok")])
     first, second = outcome.records
-    assert first["status"] == status
-    assert text in first["error"]
-    assert second["status"] == "ok"
+    assert first.status == status
+    assert text in first.error
+    assert second.status == "ok"
     # the environment of every record, whether or not its worker wrote one (issue 13, case 10)
-    assert first["env"]["python"] and first["env"]["packages"]["numpy"]
+    assert first.env["python"] and first.env["packages"]["numpy"]
     stored = {r["run_id"]: r["status"] for r in runner.store.records()}
-    assert stored == {first["run_id"]: status, second["run_id"]: "ok"}
+    assert stored == {first.run_id: status, second.run_id: "ok"}
     RELIABILITY[f"broken workers survived ({action} -> {status}), next run ok"] += 1
 
 
@@ -100,11 +100,11 @@ def test_a_hanging_worker_times_out_and_is_stopped(runner):
     started = time.monotonic()
     outcome = runner.run([spec("hang", timeout_s=3), spec("ok")])
     assert time.monotonic() - started < 60
-    assert [r["status"] for r in outcome.records] == ["timeout", "ok"]
-    assert "3 s" in outcome.records[0]["error"]
+    assert [r.status for r in outcome.records] == ["timeout", "ok"]
+    assert "3 s" in outcome.records[0].error
     stopped = outcome.records[0]
-    assert stopped["env"]["python"] and stopped["env"]["captured_by"] == "runner"  # filled by the parent
-    assert stopped["median"] is None and stopped["host_peak_rss_bytes"] is None
+    assert stopped.env["python"] and stopped.env["captured_by"] == "runner"  # filled by the parent
+    assert stopped.median is None and stopped.host_peak_rss_bytes is None
     RELIABILITY["broken workers survived (hang -> timeout), next run ok"] += 1
 
 
@@ -113,22 +113,22 @@ def test_a_worker_leaves_as_soon_as_its_result_is_written(runner):
     # mid-backward deadlocks in a thread-local destructor); the worker must not wait for it
     started = time.monotonic()
     record = runner.execute(spec("hang_at_exit", timeout_s=20))
-    assert record["status"] == "ok", record.get("error")
-    assert not any("had not exited" in w for w in record.get("warnings") or [])
+    assert record.status == "ok", record.error
+    assert not any("had not exited" in w for w in record.warnings or [])
     assert time.monotonic() - started < 20
 
 
 def test_a_result_written_before_a_hang_is_kept_with_a_warning(runner):
     record = runner.execute(spec("write_then_hang", timeout_s=3))
-    assert record["status"] == "ok" and record["samples"] == [1.0, 1.0, 1.0]
-    assert any("had not exited after 3 s" in w for w in record["warnings"])
+    assert record.status == "ok" and record.samples == [1.0, 1.0, 1.0]
+    assert any("had not exited after 3 s" in w for w in record.warnings)
 
 
 def test_a_backend_that_is_not_registered_is_unsupported_without_a_worker(runner):
     record = runner.execute(dataclasses.replace(spec(), backend="nonexistent"))
-    assert record["status"] == "unsupported" and "nonexistent" in record["error"]
-    assert record["duration_s"] == 0.0
-    assert record["env"]["python"]
+    assert record.status == "unsupported" and "nonexistent" in record.error
+    assert record.duration_s == 0.0
+    assert record.env["python"]
 
 
 def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(tmp_path, write_scenario, harness_cli):
@@ -153,23 +153,23 @@ def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(
 
 def test_a_worker_can_work_under_the_smallest_memory_limit_accepted(runner):
     # MIN_MEMORY_LIMIT is measured: a real torch worker imports and multiplies under it (issue 13, case 7)
-    from harness.commands.run import MIN_MEMORY_LIMIT
+    from harness.session.limits import MIN_MEMORY_LIMIT
 
     if not runner._backends["torch"].installed():
         pytest.skip("torch is not installed")
     at_floor = Runner(runner.store, memory_limit_bytes=MIN_MEMORY_LIMIT)
     record = at_floor.execute(dataclasses.replace(spec(), backend="torch", options={}))
-    assert record["status"] == "ok", (record.get("error"), record.get("log_tail"))
-    assert record["host_peak_rss_bytes"] < MIN_MEMORY_LIMIT
+    assert record.status == "ok", (record.error, record.extra.get("log_tail"))
+    assert record.host_peak_rss_bytes < MIN_MEMORY_LIMIT
 
 
 def test_an_unmapped_technique_value_is_unsupported(runner):
     record = runner.execute(dataclasses.replace(spec(), workload="resnet50_train", params={"recompute": "blocks"}))
     # the fake backend declares no technique values for resnet50_train: nothing to reject, so it runs
-    assert record["status"] in ("ok", "failed")
+    assert record.status in ("ok", "failed")
     params = dict(spec().params, execution="compiled")
     record = runner.execute(dataclasses.replace(spec(), params={**params, "precision": "fp64"}))
-    assert record["status"] == "unsupported" and "precision='fp64'" in record["error"]
+    assert record.status == "unsupported" and "precision='fp64'" in record.error
 
 
 def test_the_store_keeps_every_committed_row_after_the_session_is_killed(tmp_path, fake_backend, write_scenario):

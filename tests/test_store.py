@@ -310,13 +310,10 @@ def test_records_frame_takes_results_or_rows_and_load_results_reads_a_store(tmp_
 
 # --------------------------------------------------------------------------- record accessors
 def test_a_records_gpu_size_failing_status_and_probe_are_read_from_the_record():
-    from harness.machine.peaks import gpu_size
-
     env = {"variables": {"CUDA_VISIBLE_DEVICES": "3,2"}, "gpus": [{"index": 2, "memory_total_bytes": 80 * 2**30}],
            "framework": {"gpu_multiprocessors": 132}}
-    for device in ("cuda:1", "cuda:0", "cpu", "cuda:x", None):
-        record = Result(device=device, env=env)
-        assert record.gpu_size() == gpu_size({"device": device, "env": env})
+    for device in ("cuda:0", "cpu", "cuda:x", None):  # NVML's GPU 3, no GPU, no index: memory unknown
+        assert Result(device=device, env=env).gpu_size() == {"memory_bytes": None, "sm_count": 132}
     assert Result(device="cuda:1", env=env).gpu_size() == {"memory_bytes": 80 * 2**30, "sm_count": 132}
     assert Result(env={"framework": {"gpu_memory_bytes": 5}}).gpu_size() == {"memory_bytes": 5, "sm_count": None}
     assert Result(status="oom").failing and not Result(status="unsupported").failing

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from harness.commands.run import work_left
+from harness.session.resume import work_left
 from harness.present.report import write_report
 from harness.results.compare import load_records
 from harness.results.store import Store, default_store_path

@@ -325,26 +325,3 @@ def unknown_device_warning(device_name: str | None, *, memory_bytes: int | None 
         return (f"datasheet entry {sheet['model']} has no confirmed {precision} figure: "
                 f"pct_of_peak and datasheet ratios for {precision} are null")
     return None
-
-
-def gpu_size(record: dict) -> dict:
-    """A record's GPU memory and SM count (they tell datasheet variants apart), from its env; None where absent.
-
-    The memory comes from the framework's report, else from NVML's list of the host's GPUs, the record's
-    `cuda:N` mapped through its CUDA_VISIBLE_DEVICES. A record of another shape gives None, not an error."""
-    env = record.get("env") if isinstance(record.get("env"), dict) else {}
-    framework = env.get("framework") if isinstance(env.get("framework"), dict) else {}
-    memory, sms = framework.get("gpu_memory_bytes"), framework.get("gpu_multiprocessors")
-    device = str(record.get("device") or "")
-    if memory is None and device.startswith("cuda:") and isinstance(env.get("gpus"), list):
-        try:
-            index = int(device.split(":", 1)[1])
-        except ValueError:
-            index = -1
-        variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
-        visible = str(variables.get("CUDA_VISIBLE_DEVICES") or "").split(",")
-        if 0 <= index < len(visible) and visible[index].strip().isdigit():
-            index = int(visible[index])
-        memory = next((g.get("memory_total_bytes") for g in env["gpus"]
-                       if isinstance(g, dict) and g.get("index") == index), None)
-    return {"memory_bytes": memory, "sm_count": sms}

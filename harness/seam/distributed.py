@@ -3,10 +3,11 @@
 A backend that trains data-parallel says how its replicas are started (`Backend.launch`, with the
 launcher beside the backend: backends/torch/launcher.py wraps the worker in torchrun,
 backends/tensorflow/launcher.py starts one worker per replica with its TF_CONFIG) and how a replica
-opens its device (`Backend.open_replica`); both build on the pieces here (Cluster, Launch, Replica). The core keeps the rest: the timeout, the kill of
-every process it started and of every replica that registered itself, which rank failed and why,
-the merge of the replicas' results into one record, and scaling efficiency. docs/distributed.md
-describes the whole design.
+opens its device (`Backend.open_replica`); both build on the pieces here (Cluster, Launch, Replica).
+The core keeps the rest: the timeout, the kill of every process it started and of every replica that
+registered itself, which rank failed and why; the merge of the replicas' results into one record and
+scaling efficiency are the parent's (harness.session.dataparallel). docs/distributed.md describes the
+whole design.
 
 The replica contract, the same for every launcher: a replica's environment has HARNESS_REPLICA=1
 and torchrun's names RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE (torchrun sets them; a backend
@@ -16,7 +17,6 @@ registers its pid in RESULT.pids/<r>.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -236,97 +236,6 @@ def kill_registered(result_path: str | os.PathLike) -> list[int]:
             except (ProcessLookupError, PermissionError):
                 pass
     return killed
-
-
-def read_rank_results(result_path: str | os.PathLike, ranks) -> dict[int, dict]:
-    out = {}
-    for rank in ranks:
-        path = rank_result_path(result_path, rank)
-        if path.exists():
-            try:
-                out[rank] = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-    return out
-
-
-#: Statuses that say what went wrong in a replica itself, before a secondary failure of its peers.
-_ROOT_CAUSE_ORDER = ("oom", "unsupported", "diverged", "timeout", "failed")
-
-
-def merge(record: dict, results: dict[int, dict], local_ranks, world_size: int, died: dict[int, str],
-          *, timed_out: bool, node_rank: int = 0) -> dict:
-    """One record from the replicas' results: rank 0's figures, the other ranks' memory, the root-cause status.
-
-    `died`: ranks that left without a result, with how (from the launcher). Returns the record.
-    """
-    ranks = []
-    for rank in sorted(local_ranks):
-        r = results.get(rank)
-        entry = {"rank": rank, "status": r.get("status") if r else None}
-        if r:
-            entry.update(device=r.get("device"), peak_allocated_bytes=r.get("peak_allocated_bytes"),
-                         host_peak_rss_bytes=r.get("host_peak_rss_bytes"),
-                         inputs_fingerprint=(r.get("checks") or {}).get("inputs_fingerprint"),
-                         loss_last=(r.get("checks") or {}).get("loss_last"),
-                         parameters_sum=(r.get("checks") or {}).get("parameters_sum"))
-            if r.get("status") != "ok" and r.get("error"):
-                entry["error"] = str(r["error"])[:500]
-        elif rank in died:
-            entry["error"] = died[rank]
-        ranks.append(entry)
-    own = results.get(0)
-    if own:
-        record.update({k: v for k, v in own.items() if k not in ("distributed_replica",)})
-    distributed = dict(record.get("distributed") or {})
-    distributed.update((own or {}).get("distributed_replica") or {})
-    distributed["ranks"] = ranks
-    distributed["peaks_of"] = "every rank of node 0 (distributed.ranks); peak_allocated_bytes is rank 0's"
-    record["distributed"] = distributed
-
-    # the status: rank 0's if every rank was fine; else the root cause, naming the rank and the evidence
-    problems = []
-    for rank in sorted(local_ranks):
-        r = results.get(rank)
-        if r is None:
-            how = died.get(rank) or ("stopped at the timeout" if timed_out else "left without a result")
-            problems.append((rank, "timeout" if timed_out and rank not in died else "failed", f"replica rank {rank} {how}", None))
-        elif r.get("status") not in ("ok", None):
-            problems.append((rank, r["status"], f"replica rank {rank}: {r.get('error') or r['status']}", r.get("oom_evidence")))
-    if not problems:
-        if own is None and node_rank != 0:
-            record["status"] = "ok"
-        return record
-    # a replica that died or ran out of memory is the cause; its peers' errors (a broken collective) follow from it
-    # a replica that left without a result (killed, crashed) is the cause before one that wrote its error
-    # (a peer whose collective broke because of it)
-    # (a peer that harness itself stopped with SIGTERM once another replica had failed comes last)
-    died_first = sorted((p for p in problems if p[0] in died and p[0] not in results),
-                        key=lambda p: ("SIGTERM" in died[p[0]], list(died).index(p[0])))
-    problems.sort(key=lambda p: (_ROOT_CAUSE_ORDER.index(p[1]) if p[1] in _ROOT_CAUSE_ORDER else 9, p[0]))
-    if problems[0][1] in ("oom", "unsupported", "diverged"):
-        cause = problems[0]
-    elif died_first:
-        cause = died_first[0]
-    else:
-        cause = problems[0]
-    rank, status, error, evidence = cause
-    record["status"] = status
-    record["error"] = error[:2000]
-    if evidence:
-        record["oom_evidence"] = f"replica rank {rank}: {evidence}"
-    distributed["failed_rank"] = rank
-    others = [p[2] for p in problems if p is not cause]
-    if others:
-        distributed["other_failures"] = [o[:300] for o in others]
-    return record
-
-
-def scaling_efficiency(rate: float | None, replicas: int, rate_one: float | None) -> float | None:
-    """Global rate at R replicas / (R x the rate of the same configuration at 1 replica)."""
-    if not rate or not rate_one or replicas < 1:
-        return None
-    return rate / (replicas * rate_one)
 
 
 class BarrierClock:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from harness.errors import line_naming
-from harness.machine.peaks import gpu_size
-from harness.results.record import Result, blank_record, utc_now
+from harness.results.record import Result, utc_now
 from harness.seam.backend import available_backends
+from harness.session.fields import field_value, set_field, with_fields
 from harness.session.plan import RunSpec, new_id, run_key
 from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
 from harness.spec.devices import gpu_index
@@ -55,46 +55,53 @@ SIZE_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encou
 UNCHECKED_ALLOCATION_SIGNALS = ("SIGSEGV", "SIGABRT", "SIGBUS")
 
 
-def fits(record: dict, smaller_fit: bool = False, host_limit: bool = False) -> bool | None:
+def fits(record: Result, smaller_fit: bool = False, host_limit: bool = False) -> bool | None:
     """True if a probe trained, False if it ran out of memory, None if it failed otherwise.
 
     A worker killed by SIGKILL on the CPU is counted as out of memory: that is what the OS
     out-of-memory killer sends. After a smaller batch fit, a cuDNN/cuBLAS internal or
     not-supported error is too (EDGE_ERRORS), and a kernel that fails with an illegal address at a size
-    (SIZE_ERRORS), which is no memory failure and is said to be none (`limited_by: kernel`); under a host
-    memory limit (`host_limit`: --memory-limit), so is a worker killed by SIGSEGV, SIGABRT or SIGBUS before
-    its result. A probe that timed out twice counts as not fitting.
+    (SIZE_ERRORS), which is no memory failure and is said to be none (`limited_by: kernel`, kept in the
+    record's extra); under a host memory limit (`host_limit`: --memory-limit), so is a worker killed by
+    SIGSEGV, SIGABRT or SIGBUS before its result. A probe that timed out twice counts as not fitting.
     Each such call is noted in the probe record's warnings.
     """
-    status = record.get("status")
+    status = record.status
     if status == "ok":
         return True
-    if status == "oom" or record.get("timed_out_twice"):
+    if status == "oom" or field_value(record, "timed_out_twice"):
         return False
-    error = str(record.get("error"))
+    error = str(record.error)
     if status == "failed" and "SIGKILL" in error:
         return False
     if status == "failed" and smaller_fit and host_limit and "before writing a result" in error:
         hit = next((f"signal {sig}" for sig in UNCHECKED_ALLOCATION_SIGNALS if f"signal {sig}" in error), None)
         if hit:
-            record.setdefault("warnings", []).append(
+            record.warnings.append(
                 f"counted as out of memory: the worker was killed by {hit} under --memory-limit after a smaller batch "
                 "fit (a library that does not check an allocation that failed)")
             return False
     if status == "failed" and smaller_fit:
-        hit = next((e for e in EDGE_ERRORS if e in error), None)
-        if hit:
-            record.setdefault("warnings", []).append(
-                f"counted as out of memory: {hit} after a smaller batch fit (cuDNN/cuBLAS report allocation "
-                "failures at the memory limit this way)")
-            return False
-        hit = next((e for e in SIZE_ERRORS if e in error), None)
-        if hit:
-            record.setdefault("warnings", []).append(
-                f"counted as not fitting, though not for memory: {hit} after a smaller batch fit (a kernel that "
-                "fails past a tensor size, such as 32-bit indexing past 2**31 elements)")
-            record["limited_by"] = "kernel"
-            return False
+        return _at_the_edge(record, error)
+    return None
+
+
+def _at_the_edge(record: Result, error: str) -> bool | None:
+    """False for a failure that, after a smaller batch fit, means the batch is too large (noted in the
+    record's warnings); None for any other failure."""
+    hit = next((e for e in EDGE_ERRORS if e in error), None)
+    if hit:
+        record.warnings.append(
+            f"counted as out of memory: {hit} after a smaller batch fit (cuDNN/cuBLAS report allocation "
+            "failures at the memory limit this way)")
+        return False
+    hit = next((e for e in SIZE_ERRORS if e in error), None)
+    if hit:
+        record.warnings.append(
+            f"counted as not fitting, though not for memory: {hit} after a smaller batch fit (a kernel that "
+            "fails past a tensor size, such as 32-bit indexing past 2**31 elements)")
+        set_field(record, "limited_by", "kernel")
+        return False
     return None
 
 
@@ -156,26 +163,46 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
     def stop(n):
         return lo, hi, history, f"probe at batch_size={n} failed for a reason other than memory"
 
+    lo, hi, failed = _climb(check, max(1, start), limit, predict, bound)
+    if failed is not None:
+        return stop(failed)
+    if hi is None:
+        return lo, None, history, None
+    while hi - lo > tolerance(lo, resolution):
+        mid = (lo + hi) // 2
+        ok = check(mid)
+        if ok is None:
+            return stop(mid)
+        if ok:
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi, history, None
+
+
+def _climb(check, n: int, limit: int, predict, bound: int | None) -> tuple[int, int | None, int | None]:
+    """The search up to its first bracket: (largest fitting, smallest failing or None at the limit, the batch
+    whose probe failed for a reason other than memory or None). Doubling, the memory model's guesses and
+    the tensor-size bound as `search` describes."""
     lo, hi = 0, None
-    n = max(1, start)
     predicted = False  # the memory model has named a limit (it is followed once)
     descending = False  # n is the model's guess under its limit, or a step below a guess that failed
     over = None  # the model's guess just over its limit, to try once its guess under it fits
     while True:
         ok = check(n)
         if ok is None:
-            return stop(n)
+            return lo, hi, n
         if not ok:
             hi = n if hi is None else min(hi, n)
             if descending and int(n * GUESS_STEP) > lo:  # the model was optimistic: step down from its guess
                 n = int(n * GUESS_STEP)
                 continue
-            break
+            return lo, hi, None
         lo = n
         if hi is not None:  # a step below a failed guess fit: bisect between them
-            break
+            return lo, hi, None
         if n >= limit:
-            return lo, None, history, None
+            return lo, None, None
         descending = False
         estimate = None if predicted or predict is None else predict()
         if estimate is not None:  # asked after each fit until the model has what it needs, then once
@@ -196,16 +223,6 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
             n = bound - 1
         elif bound is not None and lo == bound - 1:  # then once past it
             n = min(bound, limit)
-    while hi - lo > tolerance(lo, resolution):
-        mid = (lo + hi) // 2
-        ok = check(mid)
-        if ok is None:
-            return stop(mid)
-        if ok:
-            lo = mid
-        else:
-            hi = mid
-    return lo, hi, history, None
 
 
 def capacity_key(spec: RunSpec) -> str:
@@ -223,116 +240,170 @@ def find_max_batch(runner: Runner, plan: list[RunSpec], start: int = 1, limit: i
     with trap_signals():
         try:
             with ahead() if ahead is not None else contextlib.nullcontext():
-                _search_all(runner, configs, outcome, start, limit, resolution)
+                for i, (key, spec) in enumerate(configs.items(), 1):
+                    runner.on_start(i, len(configs), replace(spec, params={**spec.params, "batch_size": "?"}))
+                    record = _search_one(runner, key, spec, _Bounds(start, limit, resolution))
+                    runner.store.add(record)
+                    outcome.records.append(record)
+                    runner.on_result(i, len(configs), record)
         except (Interrupted, KeyboardInterrupt) as exc:
             outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
     return outcome
 
 
-def _search_all(runner, configs, outcome, start, limit, resolution) -> None:
-    """Search each configuration in turn, storing every probe and one capacity record each."""
-    for i, (key, spec) in enumerate(configs.items(), 1):
-        base = replace(spec, measure={**spec.measure, **PROBE_MEASURE})
-        capacity_id = new_id()
-        runner.on_start(i, len(configs), replace(spec, params={**spec.params, "batch_size": "?"}))
-        probes: list[dict] = []
-        fitted: list[tuple[int, float]] = []
-        peaks: list[tuple[int, int | None]] = []  # (batch, allocator peak) of the fitting probes
-        device_bytes: list[int | None] = []  # the device's memory, as each fitting probe saw it
-        ceiling = float(spec.measure.get("timeout_s") or 1800)
+@dataclass(frozen=True)
+class _Bounds:
+    """Where a search starts, the largest batch it tries, and how narrow its answer's bracket must be."""
 
-        def probe(n: int):
-            timeout = probe_timeout(n, fitted, ceiling)
-            record = _probe_once(runner, base, n, timeout, capacity_id)
-            if record.get("status") == "timeout":  # neither fits nor fails: once more, with twice the time
-                record["warnings"] = [*(record.get("warnings") or []), f"timed out after {timeout:.0f} s; tried again"]
-                runner.store.add(Result.from_dict(record))
-                retry = _probe_once(runner, base, n, 2 * timeout, capacity_id)
-                if retry.get("status") == "timeout":
-                    retry["timed_out_twice"] = True
-                    retry["warnings"] = [*(retry.get("warnings") or []), (
-                        f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]
-                record = retry
-            outcome_n = fits(record, smaller_fit=bool(fitted), host_limit=bool(getattr(runner, "memory_limit_bytes", None)))
-            runner.on_progress(base.with_params(batch_size=n), {
-                "phase": "probe_done", "fits": outcome_n, "status": record.get("status"),
-                "seconds": record.get("duration_s"), "phases_s": record.get("phases_s") or {},
-                "peak_allocated_bytes": record.get("peak_allocated_bytes")})
-            if outcome_n:
-                fitted.append((n, float(record.get("duration_s") or 0.0)))
-                peaks.append((n, record.get("peak_allocated_bytes")))
-                device_bytes.append(gpu_size(record)["memory_bytes"])
-            probes.append(record)
-            runner.store.add(Result.from_dict(record))
-            return outcome_n
+    start: int
+    limit: int
+    resolution: int | str
 
-        started, clock = utc_now(), time.perf_counter()
-        static = runner.static_status(base)
-        record = blank_record(replace(spec, run_id=capacity_id, run_key=key))
-        record.update(started_at=started, metric="max_batch_size", unit="images")
-        if static is not None:
-            record["status"], record["error"] = static
-        else:
-            estimates: list[int] = []  # the memory model's limits, the first of which the search followed
 
-            def predict():
-                estimate = memory_model(peaks, device_bytes[-1] if device_bytes else None)
-                if estimate is not None:
-                    estimates.append(estimate)
-                return estimate
+@dataclass
+class _Probes:
+    """One configuration's probes so far: each probe runs in its own worker and is stored as it ends."""
 
-            bound = _kernel_bound(spec)
-            best, first_bad, history, error = search(probe, start, limit, resolution, predict, bound)
-            search_s = time.perf_counter() - clock
-            last = next((p for p in reversed(probes) if p.get("status") == "ok"), None)
-            failing = next((p for p in reversed(probes) if p["params"].get("batch_size") == first_bad), None)
-            first = last or (probes[0] if probes else {})
-            record.update(
-                status="ok" if error is None and best > 0 else "failed",
-                error=error if error else (None if best > 0 else f"batch_size={start} does not fit"),
-                median=float(best) if best else None,
-                samples=[float(best)] if best else [],
-                params={**spec.params, "batch_size": best or None},
-                device=first.get("device", spec.device),
-                device_name=first.get("device_name"),
-                framework_version=first.get("framework_version"),
-                api=(last or {}).get("api") or {},
-                peak_allocated_bytes=(last or {}).get("peak_allocated_bytes"),
-                device_used_bytes=(last or {}).get("device_used_bytes"),
-                host_peak_rss_bytes=(last or {}).get("host_peak_rss_bytes"),
-                env=first.get("env") or {},
-                checks={
-                    "probes": [[p["params"].get("batch_size"), p.get("status")] for p in probes],
-                    "first_failing_batch_size": first_bad,
-                    "failure": (failing or {}).get("error"),
-                    "failure_evidence": (failing or {}).get("oom_evidence") or _evidence((failing or {}).get("error")),
-                    "limited_by": _limited_by(failing, first_bad, best, limit, bound),
-                    "search": (f"doubling from {start} (jumping to the memory model's limit once two probes fit"
-                               + (f", at most to {bound - 1}, the largest batch within the backend's tensor-size bound"
-                                  if bound else "")
-                               + f"), then bisection to within {resolution}; limit {limit}"),
-                    "kernel_bound_batch": bound,
-                    "within_pct": (100.0 * (first_bad - 1 - best) / best) if best and first_bad else None,
-                    "predicted_limit": estimates[0] if estimates else None,
-                    "reached_limit": first_bad is None and best >= limit,
-                    "search_s": search_s,
-                    "probe_seconds": [p.get("duration_s") for p in probes],
-                },
-                duration_s=search_s,
-                warnings=sorted({w for p in probes for w in (p.get("warnings") or [])
-                                 if w.startswith(("counted as", "timed out"))}),
-            )
-            past = _past_int32(spec)
-            record["checks"]["batch_past_2_31_elements"] = past
-            if past and first_bad and best < past <= first_bad and record["checks"]["limited_by"] == "memory":
-                record["warnings"].append(
-                    f"the first batch that did not fit ({first_bad}) holds a tensor of more than 2**31 elements (from "
-                    f"{past} images up): a kernel's 32-bit indexing, not memory, may be what bounds this answer")
-            if failing is not None and failing.get("status") == "failed" and "SIGKILL" in str(failing.get("error")):
-                record["warnings"].append("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")
-        runner.store.add(Result.from_dict(record))
-        outcome.records.append(record)
-        runner.on_result(i, len(configs), record)
+    runner: Runner
+    base: RunSpec
+    capacity_id: str
+    probes: list[Result] = field(default_factory=list)
+    fitted: list[tuple[int, float]] = field(default_factory=list)  # (batch, seconds) of the fitting probes
+    peaks: list[tuple[int, int | None]] = field(default_factory=list)  # (batch, allocator peak) of the fitting probes
+    device_bytes: list[int | None] = field(default_factory=list)  # the device's memory, as each fitting probe saw it
+    estimates: list[int] = field(default_factory=list)  # the memory model's limits; the search followed the first
+
+    def probe(self, n: int) -> bool | None:
+        """Whether batch n fits (None: failed otherwise); a probe that times out is tried once more with twice the time."""
+        timeout = probe_timeout(n, self.fitted, float(self.base.measure.get("timeout_s") or 1800))
+        record = self._once(n, timeout)
+        if record.status == "timeout":  # neither fits nor fails: once more, with twice the time
+            record = record.updated(warnings=[*(record.warnings or []), f"timed out after {timeout:.0f} s; tried again"])
+            self.runner.store.add(record)
+            record = self._once(n, 2 * timeout)
+            if record.status == "timeout":
+                record = with_fields(record, {"timed_out_twice": True, "warnings": [*(record.warnings or []), (
+                    f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]})
+        answer = fits(record, smaller_fit=bool(self.fitted),
+                      host_limit=bool(getattr(self.runner, "memory_limit_bytes", None)))
+        self.runner.on_progress(self.base.with_params(batch_size=n), {
+            "phase": "probe_done", "fits": answer, "status": record.status, "seconds": record.duration_s,
+            "phases_s": record.phases_s or {}, "peak_allocated_bytes": record.peak_allocated_bytes})
+        if answer:
+            self.fitted.append((n, float(record.duration_s or 0.0)))
+            self.peaks.append((n, record.peak_allocated_bytes))
+            self.device_bytes.append(record.gpu_size()["memory_bytes"])
+        self.probes.append(record)
+        self.runner.store.add(record)
+        return answer
+
+    def predict(self) -> int | None:
+        """The memory model's limit from the fitting probes so far (None until it has what it needs)."""
+        estimate = memory_model(self.peaks, self.device_bytes[-1] if self.device_bytes else None)
+        if estimate is not None:
+            self.estimates.append(estimate)
+        return estimate
+
+    def _once(self, n: int, timeout_s: float) -> Result:
+        """One probe of batch n in its own worker, bounded by timeout_s; its record (not yet stored)."""
+        probe_spec = self.base.with_params(batch_size=n)
+        probe_spec = replace(probe_spec, measure={**probe_spec.measure, "timeout_s": timeout_s})
+        record = self.runner.execute(probe_spec)
+        return with_fields(record, {"probe_of": self.capacity_id})
+
+
+def _search_one(runner: Runner, key: str, spec: RunSpec, bounds: _Bounds) -> Result:
+    """One configuration's search: every probe stored as it ends; its capacity record returned (not stored)."""
+    base = replace(spec, measure={**spec.measure, **PROBE_MEASURE})
+    capacity_id = new_id()
+    started, clock = utc_now(), time.perf_counter()
+    static = runner.static_status(base)
+    record = Result.planned(replace(spec, run_id=capacity_id, run_key=key)).updated(
+        started_at=started, metric="max_batch_size", unit="images")
+    if static is not None:
+        return record.updated(status=static[0], error=static[1])
+    probes = _Probes(runner, base, capacity_id)
+    bound = _kernel_bound(spec)
+    best, first_bad, _, error = search(probes.probe, bounds.start, bounds.limit, bounds.resolution,
+                                       probes.predict, bound)
+    return _capacity_record(record, spec, probes, _Answer(best, first_bad, error, bound, time.perf_counter() - clock),
+                            bounds)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What a search found: the largest fitting batch, the smallest failing one, why it stopped early, the
+    backend's tensor-size bound, and the seconds it took."""
+
+    best: int
+    first_bad: int | None
+    error: str | None
+    bound: int | None
+    seconds: float
+
+
+def _capacity_record(record: Result, spec: RunSpec, probes: _Probes, answer: _Answer, bounds: _Bounds) -> Result:
+    """The capacity record of a search: its answer, the largest fitting probe's figures, and how it was found."""
+    best, start = answer.best, bounds.start
+    last = next((p for p in reversed(probes.probes) if p.status == "ok"), None)
+    failing = next((p for p in reversed(probes.probes) if p.params.get("batch_size") == answer.first_bad), None)
+    first = last or (probes.probes[0] if probes.probes else None)
+    record = record.updated(
+        status="ok" if answer.error is None and best > 0 else "failed",
+        error=answer.error if answer.error else (None if best > 0 else f"batch_size={start} does not fit"),
+        median=float(best) if best else None,
+        samples=[float(best)] if best else [],
+        params={**spec.params, "batch_size": best or None},
+        device=first.device if first is not None else spec.device,
+        device_name=first.device_name if first is not None else None,
+        framework_version=first.framework_version if first is not None else None,
+        api=(last.api if last is not None else None) or {},
+        **{name: getattr(last, name) if last is not None else None
+           for name in ("peak_allocated_bytes", "device_used_bytes", "host_peak_rss_bytes")},
+        env=(first.env if first is not None else None) or {},
+        checks=_search_checks(probes, failing, answer, bounds),
+        duration_s=answer.seconds,
+        warnings=sorted({w for p in probes.probes for w in (p.warnings or [])
+                         if w.startswith(("counted as", "timed out"))}),
+    )
+    _note_past_int32(record, spec, answer)
+    if failing is not None and failing.status == "failed" and "SIGKILL" in str(failing.error):
+        record.warnings.append("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")
+    return record
+
+
+def _search_checks(probes: _Probes, failing: Result | None, answer: _Answer, bounds: _Bounds) -> dict:
+    """The capacity record's `checks`: every probe, the failure that bounded the answer, and how it was searched."""
+    best, first_bad, bound = answer.best, answer.first_bad, answer.bound
+    return {
+        "probes": [[p.params.get("batch_size"), p.status] for p in probes.probes],
+        "first_failing_batch_size": first_bad,
+        "failure": failing.error if failing is not None else None,
+        "failure_evidence": ((field_value(failing, "oom_evidence") or _evidence(failing.error))
+                             if failing is not None else None),
+        "limited_by": _limited_by(failing, first_bad, best, bounds.limit, bound),
+        "search": (f"doubling from {bounds.start} (jumping to the memory model's limit once two probes fit"
+                   + (f", at most to {bound - 1}, the largest batch within the backend's tensor-size bound"
+                      if bound else "")
+                   + f"), then bisection to within {bounds.resolution}; limit {bounds.limit}"),
+        "kernel_bound_batch": bound,
+        "within_pct": (100.0 * (first_bad - 1 - best) / best) if best and first_bad else None,
+        "predicted_limit": probes.estimates[0] if probes.estimates else None,
+        "reached_limit": first_bad is None and best >= bounds.limit,
+        "search_s": answer.seconds,
+        "probe_seconds": [p.duration_s for p in probes.probes],
+    }
+
+
+def _note_past_int32(record: Result, spec: RunSpec, answer: _Answer) -> None:
+    """checks.batch_past_2_31_elements, and a warning where that batch may be what bounded a memory answer."""
+    past = _past_int32(spec)
+    record.checks["batch_past_2_31_elements"] = past
+    first_bad = answer.first_bad
+    if past and first_bad and answer.best < past <= first_bad and record.checks["limited_by"] == "memory":
+        record.warnings.append(
+            f"the first batch that did not fit ({first_bad}) holds a tensor of more than 2**31 elements (from "
+            f"{past} images up): a kernel's 32-bit indexing, not memory, may be what bounds this answer")
 
 
 def _kernel_bound(spec: RunSpec) -> int | None:
@@ -371,23 +442,14 @@ def _evidence(error) -> str | None:
     return line_naming(error, EDGE_ERRORS + SIZE_ERRORS + ("failed to allocate", "out of memory", "OOM when allocating"))
 
 
-def _limited_by(failing: dict | None, first_bad: int | None, best: int, limit: int, bound: int | None = None) -> str | None:
+def _limited_by(failing: Result | None, first_bad: int | None, best: int, limit: int, bound: int | None = None) -> str | None:
     """What bounded the answer: memory, a kernel's size limit, a probe's time, the search's limit. A batch
     that fails one image past the backend's tensor-size bound, the batch under it having fit, is the kernel's
     bound whatever its error says (TensorFlow says ResourceExhaustedError there with tens of GiB free)."""
     if failing is None:
         return "limit" if first_bad is None and best >= limit else None
-    if failing.get("limited_by"):
-        return failing["limited_by"]
+    if field_value(failing, "limited_by"):
+        return field_value(failing, "limited_by")
     if bound is not None and first_bad == bound and best == bound - 1:
         return "kernel"
-    return "time" if failing.get("timed_out_twice") else "memory"
-
-
-def _probe_once(runner, base: RunSpec, n: int, timeout_s: float, capacity_id: str) -> dict:
-    """One probe of batch n in its own worker, bounded by timeout_s; its record (not yet stored)."""
-    probe_spec = base.with_params(batch_size=n)
-    probe_spec = replace(probe_spec, measure={**probe_spec.measure, "timeout_s": timeout_s})
-    record = runner.execute(probe_spec)
-    record["probe_of"] = capacity_id
-    return record
+    return "time" if field_value(failing, "timed_out_twice") else "memory"

@@ -9,6 +9,7 @@ $HARNESS_PROGRESS_FILE (harness.worker.execute.progress_writer) and hands each t
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -16,23 +17,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from harness.errors import StoreWriteError, Unsupported
 from harness.machine import env as env_mod
-from harness.results.record import (
-    FAILING_STATUSES,
-    Result,
-    blank_record,
-    utc_now,
-    write_json_atomic,
-)
+from harness.results.record import FAILING_STATUSES, Result, utc_now, write_json_atomic
 from harness.results.stats import median
 from harness.results.store import Store
 from harness.seam import distributed as dp
 from harness.seam.backend import available_backends
+from harness.session.dataparallel import merge, read_rank_results, scaling_efficiency
+from harness.session.fields import with_fields
 from harness.session.plan import RunSpec, one_replica_key
 from harness.spec.devices import gpu_index
 from harness.workloads import WORKLOADS
@@ -56,6 +53,7 @@ class ProgressReader:
         self._offset = 0
 
     def read(self) -> list[dict]:
+        """The events appended since the last read."""
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self._offset)
@@ -156,18 +154,91 @@ def runner_env() -> dict:
         return {"captured_by": "runner", "capture_error": f"{type(exc).__name__}: {exc}"}
 
 
+@dataclass(frozen=True)
+class _RunFiles:
+    """The files between the runner and one run's worker, in the run's own folder."""
+
+    folder: Path
+
+    @property
+    def spec(self) -> Path:
+        """The run's spec, written by the runner before the worker reads it."""
+        return self.folder / "spec.json"
+
+    @property
+    def result(self) -> Path:
+        """The worker's result (RESULT.rank<r> beside it for each replica of a data-parallel run)."""
+        return self.folder / "result.json"
+
+    @property
+    def log(self) -> Path:
+        """The worker's standard output and error."""
+        return self.folder / "worker.log"
+
+    @functools.cached_property
+    def progress(self) -> "ProgressReader":
+        """The reader of the worker's progress events."""
+        return ProgressReader(self.folder / "progress.jsonl")
+
+
+def read_worker_result(path: Path) -> dict | None:
+    """The record fields a worker wrote to its result file (written atomically: whole if there at all), or None."""
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _worker_result(result: Result, spec: RunSpec, path: Path, timed_out: bool, proc: subprocess.Popen) -> Result:
+    """The record of a plain run once its worker is gone: what it wrote, or how it ended without writing."""
+    written = read_worker_result(path)
+    if written is not None:
+        result = with_fields(result, written)
+        if timed_out:  # measured and written, then stuck on its way out: keep what it measured
+            result = result.updated(warnings=[*(result.warnings or []), (
+                f"the worker wrote its result but had not exited after {spec.timeout_s:g} s; "
+                "it was stopped and its result kept")])
+        return result
+    if timed_out:
+        return result.updated(status="timeout", error=f"no result within {spec.timeout_s:g} s (measure.timeout_s / "
+                                                      "--timeout); worker stopped")
+    return result.updated(status="failed", error=_died(proc.returncode))
+
+
+def _with_evidence(result: Result, log_path: Path) -> Result:
+    """The record with the runner's environment where the worker wrote none and, unless ok, the log's tail."""
+    if not result.env:
+        result = result.updated(env=runner_env())
+    if result.status != "ok":
+        tail = _tail(log_path)
+        if tail:
+            result = with_fields(result, {"log_tail": tail})
+    return result
+
+
+def _timed(result: Result, started: float, *, worker_ran: bool) -> Result:
+    """The record's duration_s from the runner's clock; with the worker's own duration, the rest of it as the
+    `process` phase (the worker's start, imports and exit, and the runner's reading of its result)."""
+    worker_s = result.duration_s if worker_ran else None
+    duration_s = time.perf_counter() - started
+    if worker_s is not None and result.phases_s:
+        return result.updated(duration_s=duration_s,
+                              phases_s={**result.phases_s, "process": round(duration_s - worker_s, 3)})
+    return result.updated(duration_s=duration_s)
+
+
 @dataclass
 class SessionOutcome:
     """What a session produced: the records, in plan order, whether it was interrupted, and whether
     the store failed (then the records are in the side file the error names)."""
 
-    records: list[dict] = field(default_factory=list)
+    records: list[Result] = field(default_factory=list)
     interrupted: int | None = None
     store_error: StoreWriteError | None = None
 
     @property
-    def failed(self) -> list[dict]:
-        return [r for r in self.records if r.get("status") in FAILING_STATUSES]
+    def failed(self) -> list[Result]:
+        """The records whose status makes `harness run` exit 1."""
+        return [r for r in self.records if r.status in FAILING_STATUSES]
 
 
 class Runner:
@@ -273,144 +344,126 @@ class Runner:
         workload = WORKLOADS.get(spec.workload)
         return workload.replicas(spec.params) if workload else 1
 
-    def execute(self, spec: RunSpec) -> dict:
+    def execute(self, spec: RunSpec) -> Result:
         """Execute one spec in a fresh worker process and return its complete record (not stored)."""
-        record = blank_record(spec)
-        record["started_at"] = utc_now()
+        result = Result.planned(spec).updated(started_at=utc_now())
         static = self.static_status(spec)
         if static is not None:
-            record["status"], record["error"] = static
-            record["duration_s"] = 0.0
-            backend = self._backends.get(spec.backend)
-            record["framework_version"] = backend.framework_version() if backend else None
-            record["env"] = runner_env()
-            return record
+            return self._decided(result, backend=self._backends.get(spec.backend), status=static, duration_s=0.0)
         started = time.perf_counter()
-        replicas = self._replicas(spec)
         backend = self._backends[spec.backend]
         base_env = worker_env(self.memory_limit_bytes, backend.worker_env(
             spec.options, probe=bool(spec.measure.get("probe"))))
-        probe = bool(spec.measure.get("probe")) and replicas == 1
+        probe = bool(spec.measure.get("probe")) and self._replicas(spec) == 1
         ahead = self._take_ahead(spec, base_env) if probe else None
         tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
         try:
-            tmp = tmpdir.name
-            spec_path = Path(tmp, "spec.json")
-            result_path = Path(tmp, "result.json")
-            log_path = Path(tmp, "worker.log")
-            progress = ProgressReader(Path(tmp, "progress.jsonl"))
-            write_json_atomic(spec_path, spec.to_dict())  # whole: a worker started ahead polls for it
-            env = {**base_env, "HARNESS_PROGRESS_FILE": str(progress.path)}
-            worker = [sys.executable, "-m", "harness.worker", str(spec_path), str(result_path)]
-            launch = None
-            if replicas > 1:
-                try:
-                    launch = backend.launch(spec, worker, self._cluster_for_run(spec))
-                except (Unsupported, ValueError) as exc:
-                    record.update(status="unsupported", error=str(exc), env=runner_env(),
-                                  framework_version=backend.framework_version(),
-                                  duration_s=time.perf_counter() - started)
-                    return record
-                commands = [(p.argv, {**env, **p.env, "HARNESS_REPLICA": "1"}) for p in launch.processes]
-                record["distributed"] = {"launcher": launch.api, "nnodes": self.cluster.nnodes,
-                                         "node_rank": self.cluster.node_rank, "world_size": replicas,
-                                         "global_batch": int(spec.params.get("batch_size") or 0) * replicas}
-            else:
-                commands = [(worker, env)]
-            procs: list[subprocess.Popen] = []
-            with open(log_path, "ab") as log:
-                try:
-                    if ahead is not None:  # its framework already imported: the spec handed it the run
-                        procs.append(ahead.proc)
-                        commands = []
-                    for argv, proc_env in commands:
-                        procs.append(subprocess.Popen(
-                            argv,
-                            stdin=subprocess.DEVNULL,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            env=proc_env,
-                            start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
-                        ))
-                    if probe and self._ahead_wanted and self._ahead_harmless(spec):
-                        self._start_ahead(spec, base_env)  # the next probe's worker imports while this one runs
-                    timed_out = not self._wait_all(procs, spec, progress)
-                except BaseException:
-                    for proc in procs:
-                        _kill_group(proc)
-                    dp.kill_registered(result_path)
-                    raise
-                for proc in procs:
-                    if timed_out or proc.poll() is None:
-                        _kill_group(proc)
-                # a launcher may start its replicas in sessions of their own: end any that outlived it
-                leftovers = dp.kill_registered(result_path)
-            proc = procs[0]
+            files = _RunFiles(Path(tmpdir.name))
+            write_json_atomic(files.spec, spec.to_dict())  # whole: a worker started ahead polls for it
+            env = {**base_env, "HARNESS_PROGRESS_FILE": str(files.progress.path)}
+            try:
+                launch, commands = self._commands(spec, backend, files, env)
+            except (Unsupported, ValueError) as exc:
+                return self._decided(result, backend=backend, status=("unsupported", str(exc)),
+                                     duration_s=time.perf_counter() - started)
             if launch is not None:
-                self._merge_replicas(record, spec, launch, procs, result_path, log_path, timed_out, leftovers)
-            elif result_path.exists():  # written atomically: complete if it is there at all
-                record.update(json.loads(result_path.read_text(encoding="utf-8")))
-                if timed_out:  # measured and written, then stuck on its way out: keep what it measured
-                    record["warnings"] = [*(record.get("warnings") or []), (
-                        f"the worker wrote its result but had not exited after {spec.timeout_s:g} s; "
-                        "it was stopped and its result kept")]
-            elif timed_out:
-                record["status"] = "timeout"
-                record["error"] = f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); worker stopped"
+                result = result.updated(distributed=self._layout(spec, launch))
+            procs, timed_out, leftovers = self._start_and_wait(spec, files, commands, ahead, base_env)
+            if launch is not None:
+                result = self._merge_replicas(result, spec, launch, procs, files, timed_out, leftovers)
             else:
-                record["status"] = "failed"
-                record["error"] = _died(proc.returncode)
-            if not record.get("env"):
-                record["env"] = runner_env()
-            if record.get("status") != "ok":
-                tail = _tail(log_path)
-                if tail:
-                    record["log_tail"] = tail
+                result = _worker_result(result, spec, files.result, timed_out, procs[0])
+            result = _with_evidence(result, files.log)
         finally:
             tmpdir.cleanup()
-        worker_s = record.get("duration_s") if launch is None else None  # the worker's execute(), if it ran
-        record["duration_s"] = time.perf_counter() - started
-        if worker_s is not None and record.get("phases_s"):
-            # the worker's start (interpreter, imports) and exit, and the runner's reading of its result
-            record["phases_s"] = {**record["phases_s"], "process": round(record["duration_s"] - worker_s, 3)}
-        return record
+        return _timed(result, started, worker_ran=launch is None)
+
+    def _decided(self, result: Result, *, backend, status: tuple[str, str], duration_s: float) -> Result:
+        """The record of a run decided without a measurement: its status and reason, the runner's environment."""
+        return result.updated(status=status[0], error=status[1], duration_s=duration_s,
+                              framework_version=backend.framework_version() if backend else None, env=runner_env())
+
+    def _commands(self, spec: RunSpec, backend, files: "_RunFiles", env: dict) -> tuple:
+        """(launch, [(argv, environment)]): one worker for a plain run; the backend's launch of every local replica
+        for a data-parallel one (Unsupported or ValueError where it cannot start them)."""
+        worker = [sys.executable, "-m", "harness.worker", str(files.spec), str(files.result)]
+        if self._replicas(spec) == 1:
+            return None, [(worker, env)]
+        launch = backend.launch(spec, worker, self._cluster_for_run(spec))
+        return launch, [(p.argv, {**env, **p.env, "HARNESS_REPLICA": "1"}) for p in launch.processes]
+
+    def _layout(self, spec: RunSpec, launch: dp.Launch) -> dict:
+        """A data-parallel record's `distributed` before its replicas run: the launcher and the layout."""
+        replicas = self._replicas(spec)
+        return {"launcher": launch.api, "nnodes": self.cluster.nnodes, "node_rank": self.cluster.node_rank,
+                "world_size": replicas, "global_batch": int(spec.params.get("batch_size") or 0) * replicas}
+
+    def _start_and_wait(self, spec: RunSpec, files: "_RunFiles", commands: list, ahead: _Ahead | None,
+                        base_env: dict) -> tuple[list[subprocess.Popen], bool, list[int]]:
+        """Start the run's processes (or hand the run to the worker started ahead), wait for them and stop what is
+        left: (processes, whether the timeout passed, pids of registered replicas killed after the launch ended)."""
+        procs: list[subprocess.Popen] = []
+        with open(files.log, "ab") as log:
+            try:
+                if ahead is not None:  # its framework already imported: the spec handed it the run
+                    procs.append(ahead.proc)
+                    commands = []
+                for argv, proc_env in commands:
+                    procs.append(subprocess.Popen(
+                        argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=proc_env,
+                        start_new_session=True,  # the terminal's Ctrl-C reaches the runner, which decides
+                    ))
+                probe = bool(spec.measure.get("probe")) and self._replicas(spec) == 1
+                if probe and self._ahead_wanted and self._ahead_harmless(spec):
+                    self._start_ahead(spec, base_env)  # the next probe's worker imports while this one runs
+                timed_out = not self._wait_all(procs, spec, files.progress)
+            except BaseException:
+                for proc in procs:
+                    _kill_group(proc)
+                dp.kill_registered(files.result)
+                raise
+            for proc in procs:
+                if timed_out or proc.poll() is None:
+                    _kill_group(proc)
+            # a launcher may start its replicas in sessions of their own: end any that outlived it
+            leftovers = dp.kill_registered(files.result)
+        return procs, timed_out, leftovers
 
     def _cluster_for_run(self, spec: RunSpec) -> dp.Cluster:
         """The cluster with a rendezvous id of this run: every node runs the same plan in the same order,
         so (run_key, replicate, index in the plan) names the same run on each."""
-        from dataclasses import replace as _replace
-
         base = self.cluster.rdzv_id or "harness"
-        return _replace(self.cluster, rdzv_id=f"{base}-{spec.run_key}-{spec.replicate}-{self._index}",
-                        run_index=self._index)
+        return replace(self.cluster, rdzv_id=f"{base}-{spec.run_key}-{spec.replicate}-{self._index}",
+                       run_index=self._index)
 
-    def _merge_replicas(self, record: dict, spec: RunSpec, launch: dp.Launch, procs: list, result_path: Path,
-                        log_path: Path, timed_out: bool, leftovers: list[int]) -> None:
+    def _merge_replicas(self, result: Result, spec: RunSpec, launch: dp.Launch, procs: list, files: "_RunFiles",
+                        timed_out: bool, leftovers: list[int]) -> Result:
         """One record from the replicas' result files, with the failed rank and its evidence as the status."""
         ranks = launch.local_ranks or tuple(r for p in launch.processes for r in p.ranks)
-        results = dp.read_rank_results(result_path, ranks)
+        results = read_rank_results(files.result, ranks)
         died: dict[int, str] = {}
         if launch.failures_from_log is not None:
             try:
-                died.update(launch.failures_from_log(_tail_all(log_path)))
+                died.update(launch.failures_from_log(_tail_all(files.log)))
             except Exception:  # noqa: BLE001 - evidence is a courtesy; the status stands without it
                 pass
         for proc in procs:
             for rank in proc_ranks(launch, proc, procs):
                 if rank not in results and rank not in died and proc.returncode not in (0, None):
                     died[rank] = dp.describe_exit(proc.returncode)
-        dp.merge(record, results, ranks, self._replicas(spec), died, timed_out=timed_out,
-                 node_rank=self.cluster.node_rank)
-        if timed_out and record.get("status") == "ok":
-            record["warnings"] = [*(record.get("warnings") or []), (
+        result = merge(result, results, ranks, self._replicas(spec), died, timed_out=timed_out,
+                       node_rank=self.cluster.node_rank)
+        if timed_out and result.status == "ok":
+            result = result.updated(warnings=[*(result.warnings or []), (
                 f"the replicas wrote their results but had not all exited after {spec.timeout_s:g} s; "
-                "they were stopped and the results kept")]
-        elif timed_out and record.get("status") in ("failed", "timeout"):
-            record["status"] = "timeout"
-            record["error"] = (f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); every replica "
-                               f"stopped ({record.get('error')})")
+                "they were stopped and the results kept")])
+        elif timed_out and result.status in ("failed", "timeout"):
+            result = result.updated(status="timeout", error=(
+                f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); every replica "
+                f"stopped ({result.error})"))
         if leftovers:
-            record["distributed"]["killed_after_exit"] = len(leftovers)
+            result = result.updated(distributed={**result.distributed, "killed_after_exit": len(leftovers)})
+        return result
 
     def _wait_all(self, procs: list[subprocess.Popen], spec: RunSpec, progress: ProgressReader) -> bool:
         """Block until every process exits (True) or the timeout passes (False), reading progress between
@@ -466,11 +519,10 @@ class Runner:
                 for i, spec in enumerate(plan, 1):
                     self.on_start(i, len(plan), spec)
                     self._index = i
-                    record = self.execute(spec)
-                    self.add_scaling_efficiency(record)
+                    record = self.add_scaling_efficiency(self.execute(spec))
                     try:
                         if self.cluster.node_rank == 0:  # in a several-node run, node 0 (global rank 0) keeps the record
-                            self.store.add(Result.from_dict(record))
+                            self.store.add(record)
                     except StoreWriteError as exc:
                         outcome.store_error = exc
                     outcome.records.append(record)
@@ -481,26 +533,26 @@ class Runner:
                 outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         return outcome
 
-    def add_scaling_efficiency(self, record: dict) -> None:
+    def add_scaling_efficiency(self, record: Result) -> Result:
         """scaling_efficiency of an ok data-parallel record, against the median of the same configuration's
         1-replica records in the store (none there yet: left None; compare and report compute it later)."""
-        replicas = int(record.get("replicas") or 1)
-        if replicas < 2 or record.get("status") != "ok" or not record.get("median"):
-            return
-
-        key = one_replica_key(record["scenario"], record["workload"], record["backend"],
-                              record.get("device_requested") or record["device"], record["params"],
-                              record.get("options") or None)
+        replicas = int(record.replicas or 1)
+        if replicas < 2 or record.status != "ok" or not record.median:
+            return record
+        key = one_replica_key(record.scenario, record.workload, record.backend,
+                              record.device_requested or record.device, record.params, record.options or None)
         if key is None:
-            return
+            return record
         try:
             ones = self.store.ok_medians(key)
         except Exception:  # noqa: BLE001 - a figure the store cannot give is computed later by compare
-            return
+            return record
         if ones:
-            record["scaling_efficiency"] = dp.scaling_efficiency(record["median"], replicas, median(ones))
-            record["distributed"] = {**(record.get("distributed") or {}),
-                                     "scaling_baseline": {"run_key": key, "processes": len(ones), "median": median(ones)}}
+            record = record.updated(
+                scaling_efficiency=scaling_efficiency(record.median, replicas, median(ones)),
+                distributed={**(record.distributed or {}),
+                             "scaling_baseline": {"run_key": key, "processes": len(ones), "median": median(ones)}})
+        return record
 
 
 def proc_ranks(launch: dp.Launch, proc, procs: list) -> tuple[int, ...]:

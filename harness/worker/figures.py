@@ -56,7 +56,7 @@ def telemetry_fields(ctx: RunContext, median: float | None, warnings: list[str])
             "device_used_bytes": telemetry.get("device_used_bytes")}
 
 
-def gpu_size(neutral: str, framework_env: dict) -> dict:
+def live_gpu_size(neutral: str, framework_env: dict) -> dict:
     """The GPU's memory and SM count (tell datasheet variants apart): from the framework, else NVML."""
     memory, sms = framework_env.get("gpu_memory_bytes"), framework_env.get("gpu_multiprocessors")
     if memory is None:
@@ -99,7 +99,7 @@ def gpu_pct_of_peak(workload: Workload, params: Params, tflops: float | None, de
                     framework_env: dict, warnings: list[str]) -> float | None:
     """% of the GPU's datasheet peak, per GPU, at the workload's precision; a warning where the GPU is unknown."""
     precision = workload.peak_precision(params)
-    size = gpu_size(device, framework_env)
+    size = live_gpu_size(device, framework_env)
     # TFLOP/s are global (every replica's work): % of peak is of all the replicas' GPUs together
     per_gpu = tflops / workload.replicas(params) if tflops else None
     missing = unknown_device_warning(device_name, precision=precision, **size)

@@ -19,7 +19,6 @@ from harness.results.compare import (
     match_key,
     probe_of,
     process_value,
-    record_gpu_size,
     technique_baselines,
 )
 from harness.results.record import Result
@@ -301,7 +300,7 @@ def device_peak(record: Result, spec) -> tuple[float | None, str]:
     what = f"{record.device_name or record.device} {precision}"
     if not str(record.device or "").startswith("cuda:"):
         return None, what
-    return peak_tflops(record.device_name, precision, **record_gpu_size(record)), what
+    return peak_tflops(record.device_name, precision, **record.gpu_size()), what
 
 
 def row_variant(row: dict) -> str:

@@ -22,7 +22,6 @@ from harness.results.compare.datasheet import (
     DATASHEET_COLUMNS,
     datasheet_ratio,
     peak_precision,
-    record_gpu_size,
 )
 from harness.results.compare.display import (
     BUSY_NOTE,
@@ -92,7 +91,7 @@ __all__ = [
     "backend_variant", "busy_records", "canonical_backend", "compare", "datasheet_ratio", "describe_common",
     "describe_fastest", "display_rows", "fail_if_slower", "fastest_configurations", "field_value", "fmt",
     "inconclusive_reason", "is_difference", "known_fields", "label", "load_records", "match_key", "ok_records",
-    "option_defaults", "parse_by", "peak_precision", "probe_of", "record_gpu_size", "process_value",
+    "option_defaults", "parse_by", "peak_precision", "probe_of", "process_value",
     "record_params", "resolve_baseline", "sample_values", "scaling_efficiency_of", "session_baseline",
     "slowdown_pct", "table_notes", "technique_baselines", "technique_speedups",
 ]

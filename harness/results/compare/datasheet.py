@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.machine.peaks import datasheet, gpu_size
+from harness.machine.peaks import datasheet
 from harness.results.record import Result
 from harness.workloads import WORKLOADS
 
@@ -37,11 +37,6 @@ def datasheet_ratio(name_value: str | None, name_baseline: str | None, precision
     return ratio, f"{sheet_v['model']} / {sheet_b['model']} {precision}: {peak_v:g} / {peak_b:g} = {ratio:.2f}"
 
 
-def record_gpu_size(record: Result) -> dict:
-    """The record's GPU memory and SM count (machine.peaks reads them from the record's row)."""
-    return gpu_size({"env": record.env, "device": record.device})
-
-
 def datasheet_columns(base_records: list[Result], value_records: list[Result]) -> dict:
     """A device comparison row's datasheet_ratio and datasheet: known where each side ran on one device model."""
     names_b = {r.device_name for r in base_records}
@@ -50,5 +45,5 @@ def datasheet_columns(base_records: list[Result], value_records: list[Result]) -
     sheet = (None, None)
     if len(names_b) == 1 and len(names_v) == 1:
         sheet = datasheet_ratio(next(iter(names_v)), next(iter(names_b)), precision,
-                                record_gpu_size(value_records[0]), record_gpu_size(base_records[0]))
+                                value_records[0].gpu_size(), base_records[0].gpu_size())
     return dict(datasheet_ratio=sheet[0], datasheet=sheet[1])

@@ -1,0 +1,232 @@
+"""What `harness run` shows while a session runs: notes and warnings, the session's header and forecast, each
+run's line, its live progress and its result, on standard error."""
+
+from __future__ import annotations
+
+import shutil
+
+import click
+
+from harness.results.record import Result
+from harness.session.forecast import CPU_TFLOPS, Forecast
+from harness.session.request import SessionObserver, SessionStarted
+from harness.workloads import WORKLOADS
+
+
+def format_duration(seconds: float) -> str:
+    """0.4 s, 45 s, 12 min, 2.3 h: how a person says how long something takes."""
+    if seconds < 10:
+        return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def duration_range(low: float, high: float) -> str:
+    """`2.0-9.7 hours`: a range of durations in the unit of its high end."""
+    if high < 90:
+        return f"{low:.0f}-{high:.0f} seconds"
+    if high < 90 * 60:
+        return f"{low / 60:.0f}-{high / 60:.0f} minutes"
+    return f"{low / 3600:.1f}-{high / 3600:.1f} hours"
+
+
+def forecast_lines(forecast: Forecast) -> list[str]:
+    """A forecast in words: the estimate from earlier runs, and the warning before a GPU-sized session on the CPU."""
+    lines = []
+    runs = forecast.runs
+    if forecast.known_s is not None and forecast.known_runs == runs:
+        lines.append(f"estimate: about {format_duration(forecast.known_s)} for {runs} run(s), from "
+                     f"{forecast.earlier_runs} earlier run(s) of the same configurations in this store")
+    elif forecast.known_s is not None:
+        lines.append(f"estimate: about {format_duration(forecast.known_s)} for the {forecast.known_runs} of {runs} "
+                     f"run(s) whose configuration ran before in this store (from {forecast.earlier_runs} earlier "
+                     f"run(s)); the other {runs - forecast.known_runs} have no earlier run to go by")
+    if forecast.cpu_work_tflop is not None:
+        work, (low, high) = forecast.cpu_work_tflop, CPU_TFLOPS
+        lines.append(
+            f"warning: no GPU is visible, so this session runs on the CPU: it does about {work:,.0f} TFLOP of work; at "
+            f"about {low:g}-{high:g} TFLOP/s on this CPU that is {duration_range(work / high, work / low)} (an "
+            "estimate). The scenario is sized for a GPU; for a quick look on the CPU lower the work with --set "
+            "(measure.processes=1, measure.steps, measure.repeats, smaller sizes), or stop now with Ctrl-C")
+    return lines
+
+
+def say(lines: list[str]) -> None:
+    """Lines on standard error."""
+    for line in lines:
+        click.echo(line, err=True)
+
+
+class Progress:
+    """Where each run is, on standard error.
+
+    On a terminal: the run's line, then one live status line rewritten in place (phase: starting,
+    first step, warm-up, block i of n; the rate so far with its unit; time left from the last
+    block's time x blocks remaining), cleared when the run's result is printed. Elsewhere (a pipe,
+    a CI log): plain lines, one per event that matters (the first step done, each timed block).
+    """
+
+    def __init__(self, stream=None, live: bool | None = None, width: int | None = None):
+        self.stream = stream if stream is not None else click.get_text_stream("stderr")
+        if live is None:
+            try:
+                live = bool(self.stream.isatty())
+            except (AttributeError, ValueError):
+                live = False
+        self.live = live
+        self.width = width
+        self.at = ""
+        self._showing = False
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken stderr never stops a session
+            pass
+
+    def _line(self, text: str) -> None:
+        self._clear()
+        self._write(text + "\n")
+
+    def _status(self, text: str) -> None:
+        width = self.width or shutil.get_terminal_size((100, 24)).columns
+        text = f"{self.at} {text}"
+        if len(text) > width - 1:  # a wrapped line could not be rewritten in place
+            text = text[: max(1, width - 4)] + "..."
+        self._write("\r" + text + "\x1b[K")
+        self._showing = True
+
+    def _clear(self) -> None:
+        if self._showing:
+            self._write("\r\x1b[K")
+            self._showing = False
+
+    def start(self, i: int, n: int, spec) -> None:
+        """The run's own line (and, on a terminal, its status: starting)."""
+        self.at = f"[{i}/{n}]"
+        self._line(f"{self.at} {spec.label()} ...")
+        if self.live:
+            self._status("starting (the worker imports its framework)")
+
+    def result(self, i: int, n: int, record: Result) -> None:
+        """The run's result: its status, its figure or the first line of its error, and its time."""
+        figure = ""
+        if record.median is not None:
+            figure = f" {record.median:.4g} {record.unit or ''}"
+        elif record.error:
+            figure = f" ({str(record.error).splitlines()[0][:150]})"
+        self._line(f"[{i}/{n}] {record.status}{figure} in {record.duration_s or 0:.1f} s")
+
+    def progress(self, spec, event: dict) -> None:
+        """One event from the running worker (harness.worker.measure.run_timed's phases)."""
+        text = describe_event(spec, event, live=self.live)
+        if text is None:
+            return
+        if self.live:
+            self._status(text)
+        else:
+            self._line(f"{self.at} {text}")
+
+
+def _number(event: dict, key: str) -> float | None:
+    value = event.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def describe_event(spec, event: dict, *, live: bool) -> str | None:
+    """A progress event in words: the phase, the rate so far with its unit, the time left. None
+    for an event a log need not show (not live: only the first step's end and the timed blocks)."""
+    phase = event.get("phase")
+    probe = f"probe at batch_size={spec.params.get('batch_size')}: " if spec.measure.get("probe") else ""
+    if phase == "first_step":
+        return f"{probe}first step (trace, compile, autotune)..." if live else None
+    if phase == "warmup":
+        first, warmup = _number(event, "first_step_s"), int(_number(event, "warmup") or 0)
+        done = f"first step done in {format_duration(first)}" if first is not None else "first step done"
+        if live:
+            return f"{probe}warm-up: {warmup} step(s) ({done})" if warmup else f"{probe}{done}; timing the first block"
+        return f"{probe}{done}" + (f"; warm-up: {warmup} step(s)" if warmup else "")
+    if phase == "block":
+        return probe + _describe_block(spec, event)
+    if phase == "probe_done":  # harness.session.capacity, after each probe: its answer and where its time went
+        return probe + _describe_probe(event)
+    return None
+
+
+def _describe_block(spec, event: dict) -> str:
+    """A timed block: which of how many, the rate so far, the time left (at most, for adaptive blocks)."""
+    block, repeats = int(_number(event, "block") or 0), int(_number(event, "repeats") or 0)
+    most, block_s, rate = int(_number(event, "max_repeats") or repeats), _number(event, "block_s"), _number(event, "rate")
+    workload = WORKLOADS.get(spec.workload)
+    unit = workload.unit if workload is not None else ""
+    figure = f"{rate:.4g} {unit} so far" if rate is not None else "no rate yet"
+    if block < repeats:
+        of = f"block {block} of {repeats}"
+        left = f", about {format_duration(block_s * (repeats - block))} left" if block_s is not None else ""
+    elif most > repeats and block < most:  # adaptive: more blocks until the CI is narrow enough
+        of = f"block {block} (at least {repeats}, at most {most})"
+        left = f", at most {format_duration(block_s * (most - block))} left" if block_s is not None else ""
+    else:
+        of, left = f"block {block} of {max(block, repeats)}", ""
+    return f"{of}: {figure}{left}"
+
+
+def _describe_probe(event: dict) -> str:
+    """A capacity probe's answer, its peak when it fit, and where its time went."""
+    outcome = {True: "fits", False: "does not fit", None: "failed"}[event.get("fits")]
+    if event.get("fits") is False and event.get("status") not in ("oom", None):
+        outcome += f" ({event['status']})"
+    peak = _number(event, "peak_allocated_bytes")
+    if event.get("fits") and peak:
+        outcome += f", peak {peak / 2**30:.1f} GiB"
+    seconds, parts = _number(event, "seconds"), event.get("phases_s") or {}
+    names = (("process", "process start/exit"), ("open_device", "framework and device"),
+             ("prepare", "model and inputs"), ("steps", "steps"))
+    split = ", ".join(f"{label} {parts[key]:.0f} s" for key, label in names
+                      if isinstance(parts.get(key), (int, float)))
+    took = f" in {seconds:.0f} s" if seconds is not None else ""
+    return f"{outcome}{took}" + (f" ({split})" if split else "")
+
+
+class LiveDisplay(SessionObserver):
+    """A session shown on standard error: notes, the header and forecast, and (unless quiet) every run."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self._progress: Progress | None = None
+
+    @property
+    def progress(self) -> Progress | None:
+        """The run display (None when quiet), made when the first run starts: it looks at stderr then."""
+        if self._progress is None and not self.quiet:
+            self._progress = Progress()
+        return self._progress
+
+    def notice(self, text: str) -> None:
+        """The note or warning, as a line on standard error."""
+        click.echo(text, err=True)
+
+    def session_started(self, started: SessionStarted) -> None:
+        """The environment's warnings, the session's line (its runs, its store) and its forecast."""
+        say([f"warning: {warning}" for warning in started.warnings])
+        click.echo(f"session {started.session_id}: {started.runs} run(s); results go to {started.store_path}", err=True)
+        say(forecast_lines(started.forecast))
+
+    def run_started(self, i: int, n: int, spec) -> None:
+        """The run's line."""
+        if self.progress is not None:
+            self.progress.start(i, n, spec)
+
+    def run_progress(self, spec, event: dict) -> None:
+        """The run's live status (a terminal) or its progress lines (a log)."""
+        if self.progress is not None:
+            self.progress.progress(spec, event)
+
+    def run_finished(self, i: int, n: int, result: Result) -> None:
+        """The run's result line."""
+        if self.progress is not None:
+            self.progress.result(i, n, result)

@@ -1,0 +1,232 @@
+"""The application layer: starting or resuming a session, running it (its runs, or its capacity searches) and
+finishing it, callable from Python without a command line.
+
+    prepared = prepare_session(SessionRequest(scenario_file="quickstart"), observer)   # InputError if wrong
+    finished = run_session(prepared, observer)                                          # stored as it runs
+    finished.exit_code, finished.outcome.records                                        # list[Result]
+
+Progress reaches the caller through a `SessionObserver`; bad input raises InputError before anything is
+written. A session is never left `running` by a process that has ended: whatever stops it, it is marked.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import InputError, StoreError, StoreWriteError
+from harness.machine.envcheck import environment_warnings
+from harness.results.record import Result
+from harness.results.store import Store
+from harness.session.capacity import find_max_batch
+from harness.session.forecast import Forecast, forecast
+from harness.session.limits import check_timeout, parse_size
+from harness.session.request import (
+    PreparedSession,
+    SessionObserver,
+    SessionRequest,
+    SessionStarted,
+)
+from harness.session.resume import prepare_resume
+from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
+from harness.session.start import prepare_start
+
+__all__ = ["EXIT_NOTHING_MEASURED", "FinishedSession", "LOW_DISK_BYTES", "PreparedSession", "SessionObserver",
+           "SessionRequest", "SessionStarted", "planned_forecast", "prepare_session", "run_session"]
+
+#: Exit code of a session that finished with no run ok and none failed: every run was `unsupported`
+#: (a device that is not there, a combination no backend can run), so nothing was measured.
+EXIT_NOTHING_MEASURED = 3
+
+#: Free space below which the store's file system is called nearly full when a session starts.
+LOW_DISK_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class FinishedSession:
+    """How a session ended: its records (in plan order, list[Result]), the state it was marked with (finished,
+    interrupted, failed), the signal that interrupted it, the store's write error, and the exit code."""
+
+    session_id: str
+    store_path: str
+    planned: int
+    outcome: SessionOutcome
+    state: str
+
+    @property
+    def records(self) -> list[Result]:
+        """The session's records, in plan order."""
+        return self.outcome.records
+
+    @property
+    def failed(self) -> list[Result]:
+        """The records whose status makes the session fail."""
+        return self.outcome.failed
+
+    @property
+    def nothing_measured(self) -> bool:
+        """Every run an answer (unsupported), none a measurement: a CI job must not pass on that."""
+        return bool(self.records) and not self.failed and not any(r.status == "ok" for r in self.records)
+
+    @property
+    def exit_code(self) -> int:
+        """1 for a store that failed or a run that did not succeed, 128 + the signal for an interrupted session,
+        EXIT_NOTHING_MEASURED when no run measured anything, else 0."""
+        if self.outcome.store_error is not None:
+            return 1
+        if self.outcome.interrupted:
+            return 128 + int(self.outcome.interrupted)
+        if self.failed:
+            return 1
+        return EXIT_NOTHING_MEASURED if self.nothing_measured else 0
+
+    @property
+    def resume_command(self) -> str:
+        """The command that finishes the session."""
+        return f"harness run --resume {self.session_id} --store {shlex.quote(self.store_path)}"
+
+
+def prepare_session(request: SessionRequest, observer: SessionObserver | None = None) -> PreparedSession:
+    """The session a request asks for, planned and checked (InputError for bad input); nothing is written."""
+    observer = observer or SessionObserver()
+    # every option is checked before anything is read, planned or written
+    check_timeout(request.timeout)
+    limit_bytes = parse_size(request.memory_limit) if request.memory_limit is not None else None
+    if request.resume is not None and request.scenario_file:
+        raise InputError("give either SCENARIO_FILE or --resume SESSION, not both", field="--resume")
+    if request.resume is None and not request.scenario_file:
+        raise InputError("missing SCENARIO_FILE (or --resume SESSION)", field="SCENARIO_FILE")
+    if request.resume is not None:
+        return prepare_resume(request, limit_bytes)
+    return prepare_start(request, limit_bytes, observer.notice)
+
+
+def _stored_records(path) -> list[Result]:
+    """The records of a store, for an estimate; none where there is no store or it cannot be read."""
+    if not path or not Path(str(path)).exists():
+        return []
+    try:
+        with Store(str(path), readonly=True) as store:
+            return store.results()
+    except (InputError, OSError):
+        return []
+
+
+def planned_forecast(prepared: PreparedSession) -> Forecast:
+    """The forecast of a prepared session from the records already in its store (read only)."""
+    return forecast(prepared.plan, _stored_records(prepared.store_path), prepared.capacity_mode)
+
+
+def _mark(store: Store, session_id: str, state: str, observer: SessionObserver) -> None:
+    """Mark a session's end state; a store that cannot take it is reported, not raised."""
+    try:
+        store.end_session(session_id, state)
+    except StoreError as exc:
+        observer.notice(f"warning: {exc} (the next harness run into this store marks it)")
+
+
+def _take_in_side_files(store: Store, observer: SessionObserver) -> None:
+    """Results an earlier process could not store, taken in first; a nearly full disk and abandoned sessions noted."""
+    for side in store.side_files():
+        counts = store.import_file(side)
+        try:
+            side.unlink()
+        except OSError:
+            pass
+        observer.notice(f"took in {counts['new']} result(s) kept in {side} when this store could not be written")
+    try:
+        free = shutil.disk_usage(Path(store.path).resolve().parent).free
+    except OSError:
+        free = None
+    if free is not None and free < LOW_DISK_BYTES:
+        observer.notice(f"warning: only {free / 2**20:.0f} MiB free where the store is ({store.path}); a result it "
+                        "cannot take is kept in a side file, and the session stops")
+    for abandoned in store.abandoned:
+        observer.notice(f"note: session {abandoned} was left running by a process that has ended; it is marked "
+                        f"abandoned (finish it with: harness run --resume {abandoned} --store {shlex.quote(store.path)})")
+
+
+def _begin(store: Store, prepared: PreparedSession) -> None:
+    """A new session written to the store with its plan and settings, or a resumed one reopened."""
+    if prepared.resumed is not None:
+        store.reopen_session(prepared.session_id)
+        return
+    store.begin_session(prepared.session_id, prepared.entries, scenario_path=prepared.scenario_path,
+                        command=prepared.command, settings=prepared.settings)
+
+
+def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver) -> SessionOutcome:
+    """Run the plan (or the capacity searches); every way it can end is in the outcome."""
+    outcome = SessionOutcome()
+    with trap_signals():
+        try:
+            try:
+                records = store.results()
+            except (InputError, OSError):
+                records = []
+            observer.session_started(SessionStarted(
+                prepared.session_id, len(prepared.plan), store.path, tuple(environment_warnings()),
+                forecast(prepared.plan, records, prepared.capacity_mode)))
+            runner = Runner(store, on_start=observer.run_started, on_result=observer.run_finished,
+                            on_progress=observer.run_progress, memory_limit_bytes=prepared.memory_limit_bytes)
+            if prepared.capacity_mode:
+                _search_groups(runner, prepared, outcome)
+            else:
+                part = runner.run(prepared.plan)
+                outcome.records.extend(part.records)
+                outcome.interrupted, outcome.store_error = part.interrupted, part.store_error
+        except (Interrupted, KeyboardInterrupt) as exc:
+            outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+    return outcome
+
+
+def _search_groups(runner: Runner, prepared: PreparedSession, outcome: SessionOutcome) -> None:
+    """Each group's capacity search in turn, until one is interrupted or the store fails."""
+    for settings, specs in prepared.groups:
+        try:
+            part = find_max_batch(runner, specs, **settings)
+        except StoreWriteError as exc:
+            outcome.store_error = exc
+            return
+        outcome.records.extend(part.records)
+        if part.interrupted:
+            outcome.interrupted = part.interrupted
+            return
+
+
+def _end_state(outcome: SessionOutcome) -> str:
+    if outcome.store_error is not None:
+        return "failed"
+    return "interrupted" if outcome.interrupted else "finished"
+
+
+def run_session(prepared: PreparedSession, observer: SessionObserver | None = None) -> FinishedSession:
+    """Begin (or reopen) the prepared session in its store, run it, mark how it ended and close the store.
+
+    Runs are stored as they end; SIGINT/SIGTERM stop the session cleanly (the outcome says which). Any other
+    exception marks the session failed (interrupted for Ctrl-C) before it propagates.
+    """
+    observer = observer or SessionObserver()
+    store = Store(prepared.store_path)
+    if prepared.resumed is not None:
+        store.session(prepared.session_id)  # known to the store, for a side file
+    begun = False
+    try:
+        _take_in_side_files(store, observer)
+        _begin(store, prepared)
+        begun = True
+        outcome = _execute(store, prepared, observer)
+    except BaseException as exc:
+        if begun:  # a session is never left running by a process that has ended
+            _mark(store, prepared.session_id,
+                  "interrupted" if isinstance(exc, (Interrupted, KeyboardInterrupt)) else "failed", observer)
+        store.close()
+        raise
+    state = _end_state(outcome)
+    with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not stop the session from being marked
+        _mark(store, prepared.session_id, state, observer)
+        store.close()
+    return FinishedSession(prepared.session_id, store.path, len(prepared.plan), outcome, state)

@@ -1,0 +1,78 @@
+"""What to expect before a session starts: its time from earlier runs of the same configurations, and the
+work of a GPU-sized session about to run on the CPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.machine import nvml
+from harness.results import stats
+from harness.results.record import Result
+from harness.session.fields import field_value
+from harness.worker.measure import measure_settings
+from harness.workloads import WORKLOADS
+
+#: The CPU's rate assumed for the warning before a GPU-sized session runs on it, TFLOP/s (low, high).
+CPU_TFLOPS = (0.1, 0.5)
+#: Work (TFLOP) from which that warning is given: ten minutes at the low rate.
+CPU_WARN_TFLOP = 60.0
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A session's expected time and load, before it runs.
+
+    `known_s`: the summed median duration of the runs whose configuration ran before in the store (None: none
+    did), `known_runs` of `runs` such runs, from `earlier_runs` stored records; `cpu_work_tflop`: the work of a
+    GPU-sized session about to run on the CPU (None unless it is at least CPU_WARN_TFLOP).
+    """
+
+    runs: int = 0
+    known_s: float | None = None
+    known_runs: int = 0
+    earlier_runs: int = 0
+    cpu_work_tflop: float | None = None
+
+
+def session_work_tflop(plan) -> float:
+    """The plan's work in TFLOP: each run's FLOPs per step x (first step + warm-up + timed steps)."""
+    total = 0.0
+    for spec in plan:
+        workload = WORKLOADS.get(spec.workload)
+        if workload is None:
+            continue
+        try:
+            flops = workload.flops_per_step(workload.validate(spec.params)) or 0.0
+        except Exception:  # noqa: BLE001 - an estimate is never a reason to stop
+            continue
+        m = measure_settings(spec.measure)
+        total += float(flops) * (1 + int(m["warmup"]) + int(m["steps"]) * int(m["repeats"]))
+    return total / 1e12
+
+
+def _durations(records: list[Result]) -> dict[str, list[float]]:
+    """run_key -> the durations of its stored runs (capacity searches and their probes left out)."""
+    seen: dict[str, list[float]] = {}
+    for r in records:
+        d = r.duration_s
+        if (r.run_key and isinstance(d, (int, float)) and d > 0 and not field_value(r, "probe_of")
+                and r.metric != "max_batch_size"):
+            seen.setdefault(r.run_key, []).append(float(d))
+    return seen
+
+
+def forecast(plan, records: list[Result], capacity_mode: bool = False) -> Forecast:
+    """The plan's forecast from a store's records: the time of the configurations that ran before (nothing
+    numeric without any), and the work of a GPU-sized session on the CPU (no GPU visible, devices auto/cpu).
+    A capacity search's time depends on its probes: it has neither."""
+    if not plan or capacity_mode:
+        return Forecast(runs=len(plan))
+    seen = _durations(records)
+    known = [stats.median(seen[spec.run_key]) for spec in plan if spec.run_key in seen]
+    earlier = sum(len(seen[k]) for k in {spec.run_key for spec in plan if spec.run_key in seen})
+    work = None
+    if all(spec.device in ("auto", "cpu") for spec in plan) and not nvml.gpus():
+        work = session_work_tflop(plan)
+        work = work if work >= CPU_WARN_TFLOP else None
+    return Forecast(runs=len(plan), known_s=sum(known) if known else None, known_runs=len(known),
+                    earlier_runs=earlier, cpu_work_tflop=work)

@@ -1,0 +1,54 @@
+"""The limits a session puts on each worker: its host memory (--memory-limit) and its time (--timeout),
+checked before anything is read, planned or written."""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+from harness.errors import InputError
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
+          "g": 10**9, "gb": 10**9, "gib": 1024**3, "t": 10**12, "tb": 10**12, "tib": 1024**4}
+
+#: The smallest --memory-limit accepted. A worker imports its framework under the limit before it
+#: measures anything: measured on the 2-core CPU machine (2026-11-30, RLIMIT_DATA), a worker running
+#: a 64x64 gemm needs about 850 MiB with torch 2.14 (importing torch alone: 783 MiB) and about
+#: 480 MiB with TensorFlow 2.21; below that every worker dies while importing. 1 GiB leaves room.
+MIN_MEMORY_LIMIT = 1024**3
+MIN_MEMORY_LIMIT_TEXT = "1GiB"
+#: The largest limit the OS can be given (setrlimit takes a C long).
+MAX_MEMORY_LIMIT = 2**63 - 1
+#: The longest --timeout accepted (measure.timeout_s allows the same).
+MAX_TIMEOUT_S = 7 * 86_400
+
+
+def parse_size(text: str) -> int:
+    """Bytes from a size such as 512MiB, 4GiB, 2G or 1000000000; InputError (before anything is
+    written) for anything that is not a size, below MIN_MEMORY_LIMIT, or beyond what the OS can set."""
+    expected = f"expected a size such as 4GiB, 1.5GiB or 2000MB, at least {MIN_MEMORY_LIMIT_TEXT}"
+    shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:37] + "...")
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text or "") if len(text or "") <= 64 else None
+    if not match or match.group(2).lower() not in _UNITS:
+        raise InputError(f"--memory-limit {shown}: {expected}", field="--memory-limit")
+    size = int(Fraction(match.group(1)) * _UNITS[match.group(2).lower()])
+    if size > MAX_MEMORY_LIMIT:
+        raise InputError(f"--memory-limit {shown}: more than the largest limit the OS can set ({MAX_MEMORY_LIMIT} bytes, "
+                         f"8 EiB); {expected}", field="--memory-limit")
+    if size < MIN_MEMORY_LIMIT:
+        raise InputError(
+            f"--memory-limit {shown}: {size} bytes is below {MIN_MEMORY_LIMIT_TEXT}, the smallest limit a worker can "
+            "work under (it imports its framework first: torch 2.14 needs about 850 MiB, TensorFlow 2.21 about 480 MiB); "
+            f"{expected}", field="--memory-limit")
+    return size
+
+
+def check_timeout(value: float | None) -> float | None:
+    """--timeout as given: finite, more than 0, at most 7 days (InputError otherwise); None where not given."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0 or value > MAX_TIMEOUT_S:
+        raise InputError(f"--timeout {value!r}: expected a finite number of seconds, more than 0 and at most "
+                         f"{MAX_TIMEOUT_S} (7 days)", field="--timeout")
+    return value

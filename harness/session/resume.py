@@ -1,0 +1,170 @@
+"""Resuming a stored session: which of its planned runs (or capacity searches) still have no ok result, and
+the rest of its plan, run with the settings it began with."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from harness.errors import InputError
+from harness.results.store import (
+    Store,
+    default_store_path,
+    owner_alive,
+    read_importable,
+)
+from harness.session.capacity import capacity_key
+from harness.session.plan import RunSpec, new_id
+from harness.session.request import PreparedSession, Resumed, SessionRequest
+
+
+def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> list[bool]:
+    """For each planned run (an entry of a stored plan), whether it still has to run.
+
+    Runs are counted, not configurations: a configuration planned 4 times (a repeated sweep value,
+    `measure.processes` replicates) with 1 ok result still has 3 to run. An ok result counts first
+    against the entry of its own replicate, then against the first entries of its run_key left.
+    """
+    exact = Counter((key, rep) for key, rep in ok if rep is not None)
+    loose = Counter(key for key, _ in ok)
+    done = [False] * len(entries)
+    for i, entry in enumerate(entries):
+        rep = entry.get("replicate")
+        if isinstance(rep, int) and exact[(entry.get("run_key"), rep)] > 0:
+            exact[(entry.get("run_key"), rep)] -= 1
+            loose[entry.get("run_key")] -= 1
+            done[i] = True
+    for i, entry in enumerate(entries):
+        if not done[i] and loose[entry.get("run_key")] > 0:
+            loose[entry.get("run_key")] -= 1
+            done[i] = True
+    return [not d for d in done]
+
+
+def capacity_searches_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[list[dict], int]:
+    """A capacity session's plan entries still to search (one per configuration with no ok capacity record:
+    its probes are redone) and how many searches it planned."""
+    keys = [capacity_key(RunSpec.from_dict(entry)) for entry in entries]
+    left, seen = [], {key for key, _ in ok}
+    for entry, key in zip(entries, keys):
+        if key not in seen:
+            seen.add(key)
+            left.append(entry)
+    return left, len(set(keys))
+
+
+def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[int, int, str]:
+    """(left, planned, what) of a stored plan: capacity searches for a capacity session, else runs."""
+    if any("capacity" in entry for entry in entries):
+        left, total = capacity_searches_left(entries, ok)
+        return len(left), total, "capacity search(es)"
+    return sum(remaining_runs(entries, ok)), len(entries), "run(s)"
+
+
+def _ok_kept_beside(reader: Store, session_id: str) -> list[tuple[str, int | None]]:
+    """(run_key, replicate) of the session's ok results kept in side files, beside the store that could not take
+    them (they count as done; they are taken into the store once it is open for writing)."""
+    stored = {r.run_id for r in reader.results([session_id])}
+    ok = []
+    for side in reader.side_files():
+        kept, _, _ = read_importable(side)
+        for r in kept:
+            if r.session_id == session_id and r.status == "ok" and r.run_id not in stored:
+                ok.append((r.run_key, r.replicate if isinstance(r.replicate, int) else None))
+    return ok
+
+
+def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, int | None]]]:
+    """(store path, the stored session --resume names, its ok results as (run_key, replicate)); InputError for a
+    missing store, an id that names no session or several, or a session its own process is still running."""
+    resume, path = request.resume, str(request.store_path or default_store_path())
+    if not resume.strip():
+        raise InputError("--resume '': expected a session id (or a unique prefix of one)", field="--resume")
+    if not Path(path).exists():
+        raise InputError(f"--resume {resume}: store {path}: no such file; give the --store the session ran with",
+                         source=path, field="--store")
+    with Store(path, readonly=True) as reader:  # nothing is written until the session is known
+        matches = reader.find_sessions(resume)
+        if len(matches) != 1:
+            found = f"{len(matches)} sessions match ({', '.join(matches[:10])})" if matches else "no session matches"
+            known = ", ".join(s["session_id"] for s in reader.sessions()[-10:]) or "none"
+            raise InputError(f"--resume {resume}: {found} in store {path}; expected one stored session id "
+                             f"(or a unique prefix of one; sessions: {known})", source=path, field="--resume")
+        session = reader.session(matches[0])
+        ok = reader.ok_results(matches[0]) + _ok_kept_beside(reader, matches[0])
+    if session.get("state") == "running" and owner_alive(session.get("owner")):
+        owner = session["owner"]
+        raise InputError(f"--resume {resume}: session {session['session_id']} is still running (pid "
+                         f"{owner.get('pid')} on {owner.get('host')}); resuming it now would run its runs twice. Wait "
+                         "for it, or stop it first", field="--resume")
+    return path, session, ok
+
+
+def _memory_limit(request: SessionRequest, session: dict, limit_bytes: int | None) -> int | None:
+    """The memory limit the session ran with (InputError for a different --memory-limit); `limit_bytes` where
+    the session stored none."""
+    settings, session_id = session.get("settings") or {}, session["session_id"]
+    if "memory_limit_bytes" not in settings:
+        return limit_bytes
+    stored = settings.get("memory_limit_bytes")
+    if limit_bytes is not None and limit_bytes != stored:
+        raise InputError(
+            f"--memory-limit {request.memory_limit}: session {session_id} ran "
+            f"{'with --memory-limit ' + settings.get('memory_limit') if stored else 'without --memory-limit'}, "
+            "and its other runs are resumed alike (leave the option out, or start a new session)",
+            field="--memory-limit")
+    return stored
+
+
+def _check_alike(request: SessionRequest, session: dict, capacity_mode: bool) -> None:
+    """InputError for a --timeout, --find-max-batch or --capacity-* that differs from what the session ran with."""
+    settings, session_id, entries = session.get("settings") or {}, session["session_id"], session["plan"]
+    timeout = request.timeout
+    if timeout is not None and "timeout_s" in settings and timeout != settings.get("timeout_s"):
+        raise InputError(f"--timeout {timeout:g}: session {session_id} ran with "
+                         f"{'--timeout %g' % settings['timeout_s'] if settings.get('timeout_s') else 'the timeout of its file'}"
+                         ", and its other runs are resumed alike (leave the option out)", field="--timeout")
+    if request.find_max_batch and not capacity_mode:
+        raise InputError(f"--find-max-batch: session {session_id} was not a capacity search; resume it without "
+                         "the option", field="--find-max-batch")
+    for key, value in request.capacity.items():  # a search resumes with the settings it began with
+        flag = f"--capacity-{key}"
+        if not capacity_mode:
+            raise InputError(f"{flag} {value}: session {session_id} was not a capacity search; resume it without "
+                             "the option", field=flag)
+        ran = sorted({entry["capacity"].get(key) for entry in entries if entry.get("capacity", {}).get(key)})
+        if ran and ran != [value]:
+            raise InputError(f"{flag} {value}: session {session_id} searched with {key} "
+                             f"{', '.join(map(str, ran))}, and its other searches are resumed alike (leave the "
+                             "option out, or start a new session)", field=flag)
+
+
+def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> PreparedSession:
+    """The rest of the stored session `request.resume` names, with the settings it began with (InputError for
+    a request that would change them); nothing is written."""
+    shaping = [name for name, given in (("--set", request.overrides), ("--backend", request.backends),
+                                        ("--device", request.devices), ("--max-runs", request.max_runs)) if given]
+    if shaping:
+        raise InputError(f"--resume {request.resume}: a resumed session runs the rest of its own plan; "
+                         f"{', '.join(shaping)} cannot change it (start a new session with SCENARIO_FILE for that)",
+                         field="--resume")
+    path, session, ok = find_session(request)
+    entries, settings = session["plan"], session.get("settings") or {}
+    limit_bytes = _memory_limit(request, session, limit_bytes)
+    capacity_mode = any("capacity" in entry for entry in entries)
+    _check_alike(request, session, capacity_mode)
+    if capacity_mode:  # a search is done when its capacity record is ok; its probes are redone
+        left, total = capacity_searches_left(entries, ok)
+        groups = [(entry["capacity"], [RunSpec.from_dict({**entry, "run_id": new_id()})]) for entry in left]
+        plan = [spec for _, specs in groups for spec in specs]
+        resumed = Resumed(len(plan), total, "capacity search(es)")
+    else:
+        groups = []
+        todo = remaining_runs(entries, ok)
+        plan = [RunSpec.from_dict({**entry, "run_id": new_id()}) for entry, left in zip(entries, todo) if left]
+        if request.timeout is not None and "timeout_s" not in settings:  # a session stored before settings were
+            plan = [replace(spec, measure={**spec.measure, "timeout_s": float(request.timeout)}) for spec in plan]
+        resumed = Resumed(len(plan), len(entries), "run(s)")
+    return PreparedSession(session_id=session["session_id"], plan=plan, groups=groups, capacity_mode=capacity_mode,
+                           store_path=path, memory_limit_bytes=limit_bytes, resumed=resumed)

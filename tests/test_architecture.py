@@ -1,0 +1,157 @@
+"""The shape of the code: layers without import cycles, imports at module top, functions a reader can hold."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The longest function allowed in harness/, backends/ and plugins/ (nested functions count inside theirs).
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _harness_imports(tree: ast.Module) -> list[tuple[ast.stmt, list[str]]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.append((node, [a.name for a in node.names if a.name.startswith("harness")]))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("harness"):
+            found.append((node, [f"{node.module}.{a.name}" for a in node.names]))
+    return [(node, names) for node, names in found if names]
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for _, targets in _harness_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            for target in targets:
+                module = _resolve(target, modules)
+                if module and module not in (name, "harness"):
+                    graph[name].add(module)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_inside_harness():
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _deferred_imports(tree: ast.Module, lines: list[str]) -> list[tuple[int, str]]:
+    """harness imports inside functions or classes whose line (or the line above) carries no comment saying why."""
+    top = {id(node) for node in tree.body}
+    bad = []
+    for node, _ in _harness_imports(tree):
+        if id(node) in top or isinstance(node, ast.ImportFrom) and _under_type_checking(tree, node):
+            continue
+        said = "#" in lines[node.lineno - 1] or "#" in lines[node.lineno - 2]
+        if not said:
+            bad.append((node.lineno, lines[node.lineno - 1].strip()))
+    return bad
+
+
+def _under_type_checking(tree: ast.Module, target: ast.stmt) -> bool:
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            if any(child is target for child in ast.walk(node)):
+                return True
+    return False
+
+
+def test_harness_imports_sit_at_module_top_unless_a_comment_says_why():
+    bad = {}
+    for name, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        found = _deferred_imports(ast.parse(text), text.splitlines())
+        if found:
+            bad[name] = found
+    assert bad == {}
+
+
+def _long_functions(path: Path) -> list[tuple[str, int, int]]:
+    """(name, first line, length) of every function in a file longer than MAX_FUNCTION_LINES."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(node.name, node.lineno, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def _product_sources() -> list[Path]:
+    paths = [*(ROOT / "harness").rglob("*.py"), *(ROOT / "backends").rglob("*.py"),
+             *(ROOT / "plugins").rglob("*.py")]
+    return sorted(p for p in paths if "tests" not in p.relative_to(ROOT).parts
+                  and "benchmarks" not in p.relative_to(ROOT).parts)
+
+
+def test_no_function_is_longer_than_a_screen():
+    long = [f"{path.relative_to(ROOT)}:{line} {name} ({length} lines)"
+            for path in _product_sources() for name, line, length in _long_functions(path)]
+    assert long == []
+
+
+def test_the_length_check_counts_a_nested_function_inside_its_own(tmp_path):
+    body = "\n".join(f"        x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    source = tmp_path / "long.py"
+    source.write_text(f"def outer():\n    def inner():\n{body}\n    return inner\n", encoding="utf-8")
+    found = {name: length for name, _, length in _long_functions(source)}
+    assert found == {"outer": MAX_FUNCTION_LINES + 3, "inner": MAX_FUNCTION_LINES + 1}
+
+
+@pytest.mark.parametrize("package", ["spec", "seam", "worker", "machine", "session", "results", "present", "commands"])
+def test_each_layer_is_a_package_with_a_docstring(package):
+    init = ROOT / "harness" / package / "__init__.py"
+    assert init.is_file() and ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
