@@ -199,8 +199,8 @@ def _measure_run(backend: Backend, spec: dict, ctx: RunContext, fields: dict, ph
     fields.update(summarize(samples, warnings))
     if replica is not None and prepared.distributed:
         fields["distributed_replica"].update(prepared.distributed)
-    if replica is not None and hasattr(device, "replica_peaks"):  # a process holding several replicas
-        fields["distributed_replica"]["replica_peaks"] = device.replica_peaks()
+    if replica is not None and (peaks := device.replica_peaks()) is not None:  # a process holding several replicas
+        fields["distributed_replica"]["replica_peaks"] = peaks
     fields.update(api={**prepared.api, "sync": sync_api}, samples=samples, step_time_s=timing.step_time_s(),
                   first_step_s=timing.first_step_s, checks=checks, timing=timing.fields(**extra))
     median = fields["median"]
