@@ -4,15 +4,12 @@ with DeviceDefaults' documented answers where its framework has nothing of its o
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import inspect
-import sys
-from pathlib import Path
 
 import pytest
 
 from harness.seam.adapter import Device, DeviceDefaults, RunContext, RunInputs
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plugins" / "harness-jax"))
 
 #: Every Device method the core calls (harness.worker.execute), and the attribute it reads.
 PROTOCOL = [name for name, member in vars(Device).items() if inspect.isfunction(member) and not name.startswith("_")]
@@ -20,13 +17,21 @@ PROTOCOL = [name for name, member in vars(Device).items() if inspect.isfunction(
 
 def device_classes() -> list[type]:
     """The device classes of the bundled backends, the JAX plugin and the tests' fake."""
-    from backends.tensorflow.device import TensorFlowDevice, TensorFlowMirroredDevice, TensorFlowReplicaDevice
+    from backends.tensorflow.device import (
+        TensorFlowDevice,
+        TensorFlowMirroredDevice,
+        TensorFlowReplicaDevice,
+    )
     from backends.torch.device import TorchDevice, TorchReplicaDevice
-    from harness_jax.device import JaxDevice
     from tests.fake_backend import FakeDevice
 
-    return [TorchDevice, TorchReplicaDevice, TensorFlowDevice, TensorFlowReplicaDevice, TensorFlowMirroredDevice,
-            JaxDevice, FakeDevice]
+    found = [TorchDevice, TorchReplicaDevice, TensorFlowDevice, TensorFlowReplicaDevice, TensorFlowMirroredDevice,
+             FakeDevice]
+    if importlib.util.find_spec("harness_jax") is not None:  # the JAX plugin, installed on its own
+        from harness_jax.device import JaxDevice
+
+        found.append(JaxDevice)
+    return found
 
 
 def test_the_protocol_names_every_question_the_core_asks_of_a_device():
