@@ -46,6 +46,8 @@ class FakeDevice(DeviceDefaults):
 
 
 class FakeBackend(Backend):
+    """A backend whose every run does what its `options.action` says (a failure, a hang, a product)."""
+
     name = "fake"
     aliases = ("fk",)
     distributions = ("numpy",)
@@ -53,12 +55,15 @@ class FakeBackend(Backend):
     options_model = FakeOptions
 
     def open_device(self, device: str, cpu_threads: dict):
+        """The fake CPU, whatever was asked."""
         return FakeDevice()
 
     def out_of_memory(self, exc: BaseException):
+        """The planted allocation failure counts as out of memory."""
         return "planted allocation failure" if "planted allocation failure" in str(exc) else None
 
     def prepare(self, workload: str, params, device, run) -> Prepared:
+        """Do what `options.action` says, then a step of one small numpy product."""
         options = run.options
         action = options["action"]
         if options["marker"]:  # lets a test see that this run started

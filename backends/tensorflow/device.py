@@ -37,6 +37,7 @@ class Placement:
 
     @property
     def is_gpu(self) -> bool:
+        """Whether the device is a GPU."""
         return self.neutral.startswith("cuda:")
 
     @property
@@ -138,6 +139,7 @@ class AllocatorPeak:
         self.name = placement.memory_name
 
     def reset(self) -> None:
+        """Start the device's allocator peak over."""
         compat.reset_memory_stats(self.name)
 
     def peak_bytes(self) -> int | None:
