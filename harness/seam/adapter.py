@@ -1,4 +1,4 @@
-"""The seam between the core and a backend: what a backend hands the core, typed.
+"""The seam between the core and a backend: what each hands the other, typed.
 
 A backend supplies two things per run, and nothing about the measurement itself:
 
@@ -7,6 +7,9 @@ A backend supplies two things per run, and nothing about the measurement itself:
 - a `Prepared` step (from the workload module's `prepare`): one call of `step()` is one unit of
   the workload's work (one training step, one matrix product), plus the APIs it used and the
   evidence (`checks`) read after the timed region.
+
+The core hands `prepare` a `RunInputs`: the seed, the options, whether it is a capacity probe, the
+replica of a data-parallel run, and a `RunContext` for warnings and telemetry.
 
 The core (harness.worker.execute) times `step` with harness.worker.measure, computes rates, FLOP/s, status and
 the record. See docs/architecture.md for the data flow and how to add a workload or a backend.
