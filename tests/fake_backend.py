@@ -5,7 +5,6 @@ Registered through HARNESS_BACKENDS, the way a third-party plugin under developm
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -16,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import Unsupported
-from harness.seam.adapter import Prepared
+from harness.seam.adapter import DeviceDefaults, Prepared
 from harness.seam.backend import Backend
 from harness.worker.measure import WallClock
 
@@ -32,31 +31,23 @@ class FakeOptions(BaseModel):
     limit: int | None = None
 
 
-class FakeDevice:
-    """The CPU, as the fake sees it."""
+class FakeDevice(DeviceDefaults):
+    """The CPU, as the fake sees it: no scope, no allocator peak, nothing measured after the timed region."""
 
     neutral = "cpu"
 
     def identity(self) -> dict:
+        """The fake's identity fields."""
         return {"device": "cpu", "device_name": "fake cpu", "framework_version": np.__version__, "env": {"fake": True}}
 
     def clock(self):
+        """The plain wall clock: numpy's products run on the calling thread."""
         return WallClock(), "time.perf_counter"
-
-    def scope(self):
-        return contextlib.nullcontext()
-
-    def reset_peak(self) -> None:
-        pass
-
-    def peak_allocated_bytes(self):
-        return None
-
-    def after_timing(self, step, timing, params, ctx) -> dict:
-        return {}
 
 
 class FakeBackend(Backend):
+    """A backend whose every run does what its `options.action` says (a failure, a hang, a product)."""
+
     name = "fake"
     aliases = ("fk",)
     distributions = ("numpy",)
@@ -64,12 +55,15 @@ class FakeBackend(Backend):
     options_model = FakeOptions
 
     def open_device(self, device: str, cpu_threads: dict):
+        """The fake CPU, whatever was asked."""
         return FakeDevice()
 
     def out_of_memory(self, exc: BaseException):
+        """The planted allocation failure counts as out of memory."""
         return "planted allocation failure" if "planted allocation failure" in str(exc) else None
 
     def prepare(self, workload: str, params, device, run) -> Prepared:
+        """Do what `options.action` says, then a step of one small numpy product."""
         options = run.options
         action = options["action"]
         if options["marker"]:  # lets a test see that this run started

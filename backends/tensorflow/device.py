@@ -1,4 +1,6 @@
-"""Devices as TensorFlow sees them: memory growth, neutral names, the clock, allocator peaks, TF32, env."""
+"""Devices as TensorFlow sees them: memory growth, neutral names, the clock, allocator peaks, TF32, env.
+
+The step a device runs (tf.function, XLA, strategy.run) is built in backends.tensorflow.step."""
 
 from __future__ import annotations
 
@@ -7,6 +9,9 @@ from dataclasses import dataclass
 
 from backends.tensorflow import compat
 from harness.errors import Unsupported
+from harness.machine.env import cpu_model
+from harness.seam.adapter import DeviceDefaults
+from harness.seam.distributed import BarrierClock
 from harness.worker.measure import WallClock
 
 #: Environment variables that change what TensorFlow does, recorded with each run.
@@ -32,6 +37,7 @@ class Placement:
 
     @property
     def is_gpu(self) -> bool:
+        """Whether the device is a GPU."""
         return self.neutral.startswith("cuda:")
 
     @property
@@ -104,8 +110,6 @@ def device_name(placement: Placement) -> str | None:
 
 def cpu_model_name() -> str | None:
     """The CPU's model name (harness.machine.env reads /proc/cpuinfo)."""
-    from harness.machine.env import cpu_model
-
     return cpu_model() or None
 
 
@@ -135,6 +139,7 @@ class AllocatorPeak:
         self.name = placement.memory_name
 
     def reset(self) -> None:
+        """Start the device's allocator peak over."""
         compat.reset_memory_stats(self.name)
 
     def peak_bytes(self) -> int | None:
@@ -170,8 +175,13 @@ def set_threads(cpu_threads: dict) -> dict:
             "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
 
-class TensorFlowDevice:
+class TensorFlowDevice(DeviceDefaults):
     """A resolved device as TensorFlow sees it (harness.seam.adapter.Device)."""
+
+    #: the tf.distribute strategy of a data-parallel replica's device; None: a plain run
+    strategy = None
+    #: TensorFlow's names of the devices this process trains replicas on, where it holds several
+    tf_devices: tuple[str, ...] | list[str] = ()
 
     def __init__(self, name: str, cpu_threads: dict):
         self.threads = set_threads(cpu_threads)
@@ -181,25 +191,26 @@ class TensorFlowDevice:
         self._peak = AllocatorPeak(self.placement)
 
     def identity(self) -> dict:
+        """The device's identity fields, the thread pools in force among its `env`."""
         fields = identity(self.placement)
         fields["env"]["threads"] = self.threads
         return fields
 
     def clock(self):
+        """A wall clock read after every device is synchronized."""
         return clock()
 
     def reset_peak(self) -> None:
+        """Start the allocator's peak over."""
         self._peak.reset()
 
     def peak_allocated_bytes(self) -> int | None:
+        """The allocator's peak since reset_peak (AllocatorPeak.peak_bytes)."""
         return self._peak.peak_bytes()
 
     def scope(self):
         """Ops created inside run on this device (tf.device), so a step needs no placement of its own."""
         return compat.tf_module().device(self.placement.tf_name)
-
-    def after_timing(self, step, timing, params, ctx) -> dict:
-        return {}
 
 
 #: bytes_per_pack of the gradient all-reduce: torch DDP's 25 MiB bucket, so both sides pack alike
@@ -264,8 +275,7 @@ class TensorFlowReplicaDevice(TensorFlowDevice):
             value.numpy()
 
     def clock(self):
-        from harness.seam.distributed import BarrierClock
-
+        """The device sync where the context allows it, then a barrier of every worker (BarrierClock)."""
         sync, api = compat.device_sync()
         state = {"sync": sync}
 
@@ -287,6 +297,7 @@ class TensorFlowReplicaDevice(TensorFlowDevice):
         return self.strategy.scope()
 
     def identity(self) -> dict:
+        """The device's identity fields, this worker's place among the replicas in `env.distributed`."""
         fields = super().identity()
         fields["env"]["distributed"] = {"strategy": "MultiWorkerMirroredStrategy", "rank": self.replica.rank,
                                         "world_size": self.replica.world_size}
@@ -341,10 +352,12 @@ class TensorFlowMirroredDevice(TensorFlowDevice):
         self.allreduce = {"strategy": "tf.distribute.MirroredStrategy", **implementation, **ALLREDUCE_SEMANTICS}
 
     def clock(self):
+        """A wall clock read after every device of the process is synchronized."""
         wall, api = clock()
         return wall, f"{api} (every device of the process)"
 
     def reset_peak(self) -> None:
+        """Start every replica's allocator peak over."""
         for peak in self._peaks:
             peak.reset()
 
@@ -358,6 +371,7 @@ class TensorFlowMirroredDevice(TensorFlowDevice):
         return self.strategy.scope()
 
     def identity(self) -> dict:
+        """The device's identity fields, every replica's device in `env.distributed`."""
         fields = super().identity()
         fields["env"]["distributed"] = {"strategy": "MirroredStrategy", "rank": 0, "world_size": self.replica.world_size,
                                         "devices": list(self.replica_devices)}
@@ -391,117 +405,3 @@ def environment() -> dict:
     }
     env["variables"] = {name: os.environ[name] for name in ENV_VARIABLES if name in os.environ}
     return env
-
-
-@dataclass(frozen=True)
-class Step:
-    """A step function as it will be called in the timed loop, and how it runs (the `execution` API)."""
-
-    call: object
-    api: str
-    traced: object = None  # the tf.function, where there is one
-
-    def traces(self) -> int | None:
-        """How many times the tf.function has traced (1 when it never retraced); None when eager."""
-        if self.traced is None:
-            return None
-        return int(self.traced.experimental_get_tracing_count())
-
-
-def build_replica_step(compute, apply, execution: str, strategy, xla: str = "forward_backward",
-                       on_gpu: bool = True) -> Step:
-    """build_step for one worker of a data-parallel run. `compute(x, y)` gives (loss, gradients) of this
-    replica; `apply(gradients)` is the optimizer's update, whose Keras apply all-reduces the gradients
-    across the replicas (a merge_call, or a plain call where the strategy allows it). The step runs
-    through strategy.run.
-
-    compiled, `xla="forward_backward"`: XLA compiles `compute` (forward and backward, this replica's work)
-    and the all-reduce and the update run in the graph around it, as torch.compile leaves DDP's all-reduce
-    to DDP's hooks. A jit_compile=True function *inside* strategy.run cannot hold the update: TensorFlow
-    refuses a merge_call inside a nested tf.function (TF 2.21, two H200s, 2026-11-30: "`merge_call` called
-    while defining a new graph or a tf.function").
-    compiled, `xla="whole_step"`: tf.function(jit_compile=True) around strategy.run itself. Traced under an
-    XLA context with only GPUs, MultiWorkerMirroredStrategy skips merge_call (its `_use_merge_call`), so the
-    all-reduce and the update are traced into the same XLA computation. The CPU has no XLA collectives:
-    unsupported there.
-    """
-    tf = compat.tf_module()
-    whole = execution == "compiled" and xla == "whole_step"
-    if whole and not on_gpu:
-        from backends.tensorflow import WHOLE_STEP_XLA_CPU
-
-        raise Unsupported(WHOLE_STEP_XLA_CPU)
-    inner = tf.function(compute, jit_compile=True) if execution == "compiled" and not whole else compute
-
-    def one_replica(x, y):
-        loss, grads = inner(x, y)
-        apply(grads)
-        return loss
-
-    def distributed_step(x, y):
-        return strategy.run(one_replica, args=(x, y))
-
-    if execution == "eager":
-        return Step(distributed_step, "eager: strategy.run of the plain Python step, ops dispatched one by one")
-    if tf.config.functions_run_eagerly():
-        raise Unsupported("tf.config.run_functions_eagerly(True) is set in this process; tf.function would run eagerly")
-    if execution == "graph":
-        traced = tf.function(distributed_step, jit_compile=False)
-        return Step(traced, "tf.function(jit_compile=False) around strategy.run(step)", traced)
-    if execution == "compiled" and whole:
-        traced = tf.function(distributed_step, jit_compile=True)
-        # called without a device scope, the compiled function was placed on the worker's CPU while the mirrored
-        # variables live on its GPU ("Trying to access resource ... located in device ...GPU:0 from device
-        # ...CPU:0", two H200s, 2026-11-30): call it on this worker's device
-        worker_device = strategy.extended.worker_devices[0]
-
-        def placed(x, y):
-            with tf.device(worker_device):
-                return traced(x, y)
-
-        return Step(
-            placed,
-            "tf.function(jit_compile=True) around strategy.run(step), called on the worker's device: forward, "
-            "backward, the gradient all-reduce and the update in one XLA computation per replica "
-            "(tensorflow.distributed_xla=whole_step)",
-            traced,
-        )
-    if execution == "compiled":
-        traced = tf.function(distributed_step, jit_compile=False)
-        return Step(
-            traced,
-            "tf.function(jit_compile=False) around strategy.run(step), the replica's forward and backward in "
-            "tf.function(jit_compile=True) (XLA), the gradient all-reduce and the update outside XLA",
-            inner,
-        )
-    raise Unsupported(f"execution {execution!r} is not one the TensorFlow backend maps (eager, graph, compiled)")
-
-
-def build_step(fn, execution: str) -> Step:
-    """Wrap `fn` (the whole step) for the neutral execution mode, with XLA set explicitly on or off.
-
-    eager: the plain Python function, ops dispatched one at a time; graph: tf.function(jit_compile=False),
-    run by TensorFlow's graph executor kernel by kernel; compiled: tf.function(jit_compile=True), the
-    whole step compiled by XLA (on the CPU too). cuda_graph has no TensorFlow equivalent (the backend
-    refuses it before this is reached).
-    """
-    tf = compat.tf_module()
-    if execution == "eager":
-        return Step(fn, "eager: plain Python step, ops dispatched one by one (no tf.function)")
-    if tf.config.functions_run_eagerly():
-        # a tf.function would silently run eagerly: the record would name an API that did not run
-        raise Unsupported("tf.config.run_functions_eagerly(True) is set in this process; tf.function would run eagerly")
-    if execution == "graph":
-        traced = tf.function(fn, jit_compile=False)
-        return Step(traced, "tf.function(jit_compile=False)", traced)
-    if execution == "compiled":
-        traced = tf.function(fn, jit_compile=True)
-        return Step(traced, "tf.function(jit_compile=True)", traced)
-    raise Unsupported(f"execution {execution!r} is not one the TensorFlow backend maps (eager, graph, compiled)")
-
-
-def xla_command_buffers() -> str:
-    """What XLA_FLAGS say about XLA's CUDA-graph command buffers (XLA's default where unset)."""
-    flags = os.environ.get("XLA_FLAGS") or ""
-    hits = [f for f in flags.split() if "command_buffer" in f]
-    return " ".join(hits) if hits else "XLA's default command buffers (XLA_FLAGS sets none)"

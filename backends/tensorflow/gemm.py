@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from backends.tensorflow import compat, device
+from backends.tensorflow.step import build_step
 from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint
 from harness.workloads.gemm import check_product, gemm_inputs, sample_rows
@@ -37,7 +38,7 @@ def prepare(params, dev, run) -> Prepared:
         b = tf.cast(tf.constant(b_host), dtype)
     del a_host, b_host
 
-    step_fn = device.build_step(_product, params.execution)
+    step_fn = build_step(_product, params.execution)
     api["execution"] = step_fn.api + " of one product per step"
     api["operation"] = "tf.linalg.matmul(a, b)" + (" (batched)" if params.batch > 1 else "") + " (output allocated)"
     last = {}

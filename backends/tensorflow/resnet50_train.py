@@ -15,13 +15,22 @@ mode, and on an H200 with TF 2.21 (docs/benchmarks.md).
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 
-from backends.tensorflow import compat, device
+from backends.tensorflow import EAGER_TRAINING, compat, device
+from backends.tensorflow.step import (
+    Step,
+    build_replica_step,
+    build_step,
+    xla_command_buffers,
+)
 from harness.errors import Unsupported
-from harness.seam.adapter import Prepared
+from harness.seam.adapter import Prepared, RunContext, RunInputs
+from harness.seam.distributed import collective_env
 from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import (
     EXPANSION,
@@ -194,37 +203,68 @@ def trainable_parameters(model) -> int:
 # --- the run -------------------------------------------------------------------------------------
 
 
-def prepare(params, dev, run) -> Prepared:
+def prepare(params, dev, run: RunInputs) -> Prepared:
     """The model in the precision's policy, synthetic data on the device, SGD, and one training step."""
-    tf = compat.tf_module()
-    placement = dev.placement
-    ctx = run.ctx
     api = {"keras": compat.keras_api()}
-    api["precision"] = device.set_tensor_float_32(params.precision, placement)
-    if params.memory_format == "channels_first" and not placement.is_gpu:
+    api["precision"] = device.set_tensor_float_32(params.precision, dev.placement)
+    if params.memory_format == "channels_first" and not dev.placement.is_gpu:
         problem = compat.channels_first_cpu_problem(params.execution)
         if problem:
             raise Unsupported(problem)
+    model = build_model(params, dev, run.seed, api)
+    variables = model.trainable_variables
+    inputs = build_inputs(params, dev, run)
+    update = build_optimizer(params, variables, api)
+    add_warnings(params, dev.placement, run.ctx)
+    replica = run.replica
+    gradients = Gradients(model, variables, update, params.grad_accum,
+                          world=replica.world_size if replica is not None else 1, rotate=params.execution == "compiled")
+    step_fn = build_training_step(gradients, params, dev, run, inputs.in_process, api)
+    training = Training(params, model, step_fn, inputs, dev, run.ctx, update)
+    return Prepared(step=training.step, api=api, checks=training.checks, timing_fields=training.timing_fields,
+                    distributed=distributed_fields(dev, inputs.in_process) if inputs.strategy is not None else None)
 
-    if getattr(dev, "strategy", None) is None:  # a replica's process is fresh, and clearing would drop strategy.scope()
+
+def build_model(params, dev, seed: int, api: dict):
+    """The Keras model of `params.model`, built under the precision's global policy from a fresh Keras state
+    seeded with `seed`; puts the policy and the model's API into `api`."""
+    if dev.strategy is None:  # a replica's process is fresh, and clearing would drop strategy.scope()
         compat.clear_session()
     gc.collect()  # an earlier run's model in this process would otherwise count in the allocator peak
-    compat.set_random_seed(run.seed)
+    compat.set_random_seed(seed)
     # the policy is global and read when layers are created: set it (float32 too) before building
     api["precision"] = compat.set_global_policy(POLICIES[params.precision]) + "; " + api["precision"]
-    data_format = params.memory_format
     if params.model == "resnet50":
-        model = build_resnet50(params.image_size, params.num_classes, data_format, params.recompute == "blocks")
+        model = build_resnet50(params.image_size, params.num_classes, params.memory_format, params.recompute == "blocks")
         api["model"] = "ResNet-50 v1.5 from Keras layers (torchvision layout: stride on 3x3, no conv bias)"
     else:
-        model = build_keras_resnet50_v1(params.image_size, params.num_classes, data_format)
+        model = build_keras_resnet50_v1(params.image_size, params.num_classes, params.memory_format)
         api["model"] = "keras.applications.ResNet50(weights=None, classifier_activation=None) (v1, conv bias)"
-    variables = model.trainable_variables
+    return model
+
+
+@dataclass
+class Inputs:
+    """The synthetic batch on the device, as the step takes it, and what says where it came from."""
+
+    images: Any
+    labels: Any
+    #: the batch read back in the neutral layout and hashed; None for a capacity probe
+    fingerprint: str | None
+    #: the data-parallel strategy of this replica's device; None: a plain run
+    strategy: Any
+    #: TensorFlow's names of the devices this process holds replicas on (MirroredStrategy); [] otherwise
+    in_process: list[str]
+
+
+def build_inputs(params, dev, run: RunInputs) -> Inputs:
+    """This replica's synthetic batch as tensors, fingerprinted; under MirroredStrategy each replica's own batch
+    on its own device, handed to each replica by strategy.run."""
+    tf = compat.tf_module()
     replica = run.replica
-    strategy = getattr(dev, "strategy", None) if replica is not None else None
-    world = replica.world_size if replica is not None else 1
+    channels_last = params.memory_format == "channels_last"
     images_host, labels_host = synthetic_batch(params, run.seed, 0 if replica is None else replica.rank,
-                                               channels_last=data_format == "channels_last", probe=run.probe)
+                                               channels_last=channels_last, probe=run.probe)
     images = tf.constant(images_host)
     labels = tf.constant(labels_host)
     del images_host, labels_host
@@ -233,34 +273,50 @@ def prepare(params, dev, run) -> Prepared:
     inputs_fingerprint = None
     if not run.probe:
         images_back = images.numpy()
-        if data_format == "channels_last":
+        if channels_last:
             images_back = images_back.transpose(0, 3, 1, 2)
         inputs_fingerprint = fingerprint(images_back, labels.numpy())
         del images_back
-    in_process = list(getattr(dev, "tf_devices", None) or []) if strategy is not None else []
+    strategy = dev.strategy if replica is not None else None
+    in_process = list(dev.tf_devices) if strategy is not None else []
     if len(in_process) > 1:
-        # MirroredStrategy: this process holds every replica. Replica i trains on rank i's images (as the worker
-        # of rank i would), placed on its own device; strategy.run hands each replica its own
-        per_replica = []
-        for i, tf_device in enumerate(in_process):
-            if i == 0:
-                with tf.device(tf_device):
-                    per_replica.append((tf.identity(images), tf.identity(labels)))
-                continue
-            x_host, y_host = synthetic_batch(params, run.seed, replica.rank + i,
-                                             channels_last=data_format == "channels_last", probe=run.probe)
+        images, labels = mirrored_batches(params, run, images, labels, strategy, in_process)
+    return Inputs(images, labels, inputs_fingerprint, strategy, in_process)
+
+
+def mirrored_batches(params, run: RunInputs, images, labels, strategy, in_process: list[str]):
+    """MirroredStrategy: this process holds every replica. Replica i trains on rank i's images (as the worker
+    of rank i would), placed on its own device; the distributed values hand each replica its own."""
+    tf = compat.tf_module()
+    per_replica = []
+    for i, tf_device in enumerate(in_process):
+        if i == 0:
             with tf.device(tf_device):
-                per_replica.append((tf.constant(x_host), tf.constant(y_host)))
-            del x_host, y_host
-        del images, labels
-        images = strategy.experimental_distribute_values_from_function(
-            lambda context: per_replica[context.replica_id_in_sync_group][0])
-        labels = strategy.experimental_distribute_values_from_function(
-            lambda context: per_replica[context.replica_id_in_sync_group][1])
+                per_replica.append((tf.identity(images), tf.identity(labels)))
+            continue
+        x_host, y_host = synthetic_batch(params, run.seed, run.replica.rank + i,
+                                         channels_last=params.memory_format == "channels_last", probe=run.probe)
+        with tf.device(tf_device):
+            per_replica.append((tf.constant(x_host), tf.constant(y_host)))
+        del x_host, y_host
+    del images, labels
+    return (strategy.experimental_distribute_values_from_function(partial(_replica_part, per_replica, 0)),
+            strategy.experimental_distribute_values_from_function(partial(_replica_part, per_replica, 1)))
+
+
+def _replica_part(per_replica: list, part: int, context):
+    """The images (part 0) or labels (part 1) of the replica `context` is in."""
+    return per_replica[context.replica_id_in_sync_group][part]
+
+
+def build_optimizer(params, variables: list, api: dict) -> compat.OptimizerUpdate:
+    """SGD with momentum over `variables` (loss scaling under amp_fp16); puts its API, and the layout,
+    recompute and loss APIs, into `api`."""
     optimizer, sgd_api = compat.sgd(params.lr, params.momentum)
     update = compat.optimizer_update(optimizer, variables, loss_scaling=params.precision == "amp_fp16")
     if params.precision == "amp_fp16":
         api["precision"] += "; " + update.api
+    data_format = params.memory_format
     api["memory_format"] = (
         f"keras data_format={data_format!r}" + (" (input transposed NCHW -> NHWC)" if data_format == "channels_last" else "")
     )
@@ -271,57 +327,83 @@ def prepare(params, dev, run) -> Prepared:
     )
     api["optimizer"] = f"{sgd_api}; {update.api}"
     api["loss"] = "tf.nn.sparse_softmax_cross_entropy_with_logits on float32 logits, mean"
+    return update
 
+
+def add_warnings(params, placement: device.Placement, ctx: RunContext) -> None:
+    """The record's warnings about what this configuration measures (float16 on the CPU, eager training)."""
     if params.precision == "amp_fp16" and not placement.is_gpu:
         ctx.warnings.append("float16 on the CPU runs TensorFlow's slow reference kernels: not a guide to any GPU")
     if params.execution == "eager":
-        from backends.tensorflow import EAGER_TRAINING
-
         ctx.warnings.append(EAGER_TRAINING)
-    accum = params.grad_accum
-    rotate = params.execution == "compiled"
 
-    def micro_step(x, y):
+
+class Gradients:
+    """One optimizer update's loss and gradients over grad_accum micro-batches, and the update: the parts of
+    the training step that tf.function and XLA trace."""
+
+    def __init__(self, model, variables: list, update: compat.OptimizerUpdate, accum: int, *, world: int,
+                 rotate: bool):
+        self.tf = compat.tf_module()
+        self.model, self.variables, self.update = model, variables, update
+        #: micro-batches per update, and replicas whose gradients the optimizer sums
+        self.accum, self.world = accum, world
+        #: under XLA micro-batch i is the batch rotated by i
+        self.rotate = rotate
+
+    def micro_step(self, x, y):
+        """One micro-batch's loss and the gradients of its share of the update's loss."""
+        tf = self.tf
         with tf.GradientTape() as tape:
-            logits = tf.cast(model(x, training=True), tf.float32)
+            logits = tf.cast(self.model(x, training=True), tf.float32)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
             # the mean over all grad_accum * batch_size images (of every replica: the optimizer sums the
             # replicas' gradients), as one large batch would give
-            scaled = update.scale(loss / (accum * world))
-        return loss, tape.gradient(scaled, variables)
+            scaled = self.update.scale(loss / (self.accum * self.world))
+        return loss, tape.gradient(scaled, self.variables)
 
-    def compute(x, y):
+    def compute(self, x, y):
         """Loss and gradients of one optimizer update (grad_accum micro-batches), before the update."""
-        loss, grads = micro_step(x, y)
-
-        def accumulate(i, loss, grads):
-            xi, yi = x, y
-            if rotate:
-                # under XLA: the same images in a rotated order, the same gradient up to rounding but not
-                # provably the same computation, so XLA cannot hoist it out of the loop and compute it once
-                xi, yi = tf.roll(x, i, axis=0), tf.roll(y, i, axis=0)
-            loss, more = micro_step(xi, yi)
-            return i + 1, loss, [g + m for g, m in zip(grads, more)]
-
-        if accum > 1:
+        loss, grads = self.micro_step(x, y)
+        if self.accum > 1:
             # a loop, not unrolled Python: the traced graph (and XLA's compile time) stays one micro-step
             # long; parallel_iterations=1 keeps micro-batches from overlapping and raising the peak
-            _, loss, grads = tf.while_loop(
-                lambda i, *_: i < accum, accumulate, (tf.constant(1), loss, grads), parallel_iterations=1
+            _, loss, grads = self.tf.while_loop(
+                self._more, partial(self._accumulate, x, y), (self.tf.constant(1), loss, grads), parallel_iterations=1
             )
         return loss, grads
 
-    def apply(grads):
-        update.apply(grads, variables)
+    def _more(self, i, *_):
+        return i < self.accum
 
-    def train_step(x, y):
-        loss, grads = compute(x, y)
-        apply(grads)
+    def _accumulate(self, x, y, i, loss, grads):
+        xi, yi = x, y
+        if self.rotate:
+            # under XLA: the same images in a rotated order, the same gradient up to rounding but not
+            # provably the same computation, so XLA cannot hoist it out of the loop and compute it once
+            xi, yi = self.tf.roll(x, i, axis=0), self.tf.roll(y, i, axis=0)
+        loss, more = self.micro_step(xi, yi)
+        return i + 1, loss, [g + m for g, m in zip(grads, more)]
+
+    def apply(self, grads) -> None:
+        """The optimizer's update with the gradients of the scaled loss."""
+        self.update.apply(grads, self.variables)
+
+    def train_step(self, x, y):
+        """The whole step on one device: compute, then apply; the last micro-batch's loss."""
+        loss, grads = self.compute(x, y)
+        self.apply(grads)
         return loss
 
-    if strategy is not None:
-        step_fn = device.build_replica_step(compute, apply, params.execution, strategy,
-                                             run.options.get("distributed_xla", "forward_backward"), placement.is_gpu)
+
+def build_training_step(gradients: Gradients, params, dev, run: RunInputs, in_process: list[str], api: dict) -> Step:
+    """The training step in the execution mode, through the replica's strategy where there is one; puts the
+    execution, distribution and grad_accum APIs into `api`."""
+    accum = params.grad_accum
+    if run.replica is not None and dev.strategy is not None:
+        step_fn = build_replica_step(gradients.compute, gradients.apply, params.execution, dev.strategy,
+                                     run.options.get("distributed_xla", "forward_backward"), dev.placement.is_gpu)
+        world = run.replica.world_size
         if len(in_process) > 1:
             api["distribution"] = (f"tf.distribute.MirroredStrategy, {world} replicas in one process on "
                                    f"{', '.join(in_process)} ({dev.allreduce['implementation']})")
@@ -330,61 +412,77 @@ def prepare(params, dev, run) -> Prepared:
                                    f"each ({dev.allreduce['implementation']}, bytes_per_pack={dev.allreduce['bytes_per_pack']})")
         api["allreduce"] = ", ".join(f"{k}={v}" for k, v in dev.allreduce.items())
     else:
-        step_fn = device.build_step(train_step, params.execution)
+        step_fn = build_step(gradients.train_step, params.execution)
     api["execution"] = step_fn.api + " of the whole step: forward, tf.GradientTape backward, optimizer update"
-    if params.execution == "compiled" and placement.is_gpu:
-        api["execution"] += f"; {device.xla_command_buffers()}"
+    if params.execution == "compiled" and dev.placement.is_gpu:
+        api["execution"] += f"; {xla_command_buffers()}"
     api["grad_accum"] = (
         f"{accum} micro-batch(es) of {params.batch_size} per optimizer update, loss / {accum}, gradients summed"
         + (" in tf.while_loop" if accum > 1 else "")
         + ("; under XLA micro-batch i is the batch rotated by i (tf.roll), so XLA cannot compute it once"
-           if accum > 1 and rotate else "")
+           if accum > 1 and gradients.rotate else "")
     )
-    losses = {}
+    return step_fn
 
-    def step():
+
+class Training:
+    """A built training run: the timed step, and what is read after the timed region."""
+
+    def __init__(self, params, model, step_fn: Step, inputs: Inputs, dev, ctx: RunContext,
+                 update: compat.OptimizerUpdate):
+        self.params, self.model, self.step_fn, self.inputs = params, model, step_fn, inputs
+        self.placement, self.ctx, self.update = dev.placement, ctx, update
+        self.losses: dict = {}
+        self.tf = compat.tf_module()
+
+    def step(self) -> None:
+        """One training step; its loss kept (read as a number only after the timed region)."""
+        tf = self.tf
         try:
-            loss = step_fn.call(images, labels)
-            if strategy is not None:  # this worker's one replica's loss
-                loss = strategy.experimental_local_results(loss)[0]
+            loss = self.step_fn.call(self.inputs.images, self.inputs.labels)
+            if self.inputs.strategy is not None:  # this worker's one replica's loss
+                loss = self.inputs.strategy.experimental_local_results(loss)[0]
         except (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError) as exc:
-            _raise_if_layout_unsupported(exc, data_format, placement)
+            _raise_if_layout_unsupported(exc, self.params.memory_format, self.placement)
             raise
-        losses.setdefault("first", loss)
-        losses["last"] = loss  # read as a number only after the timed region
+        self.losses.setdefault("first", loss)
+        self.losses["last"] = loss
 
-    def checks() -> dict:
+    def checks(self) -> dict:
+        """The model's parameter counts, the first and last losses, the inputs' fingerprint; a warning when the
+        step retraced."""
+        params, model = self.params, self.model
         count = trainable_parameters(model)
-        traces = step_fn.traces()
+        traces = self.step_fn.traces()
+        in_process = self.inputs.in_process
         # under XLA with MirroredStrategy the compiled forward-backward is traced once per replica's device
         expected = len(in_process) if len(in_process) > 1 and params.execution == "compiled" else 1
         if traces is not None and traces > expected:
-            ctx.warnings.append(f"the tf.function training step traced {traces} times (expected "
-                                f"{'once' if expected == 1 else f'{expected} times, once per replica'})")
+            self.ctx.warnings.append(f"the tf.function training step traced {traces} times (expected "
+                                     f"{'once' if expected == 1 else f'{expected} times, once per replica'})")
         return {
-            "inputs_fingerprint": inputs_fingerprint,
+            "inputs_fingerprint": self.inputs.fingerprint,
             "model_parameters": count,
             "model_parameters_total": count + int(sum(int(np.prod(v.shape)) for v in model.non_trainable_weights)),
             "model_parameters_expected": parameter_count(params.num_classes, params.model),
-            "loss_first": float(losses["first"].numpy()),
-            "loss_last": float(losses["last"].numpy()),
+            "loss_first": float(self.losses["first"].numpy()),
+            "loss_last": float(self.losses["last"].numpy()),
             # equal on every replica of a data-parallel run: the all-reduced updates kept the weights identical
             "parameters_sum": float(sum(float(np.sum(np.asarray(v.numpy(), dtype=np.float64))) for v in model.trainable_variables)),
         }
 
-    def timing_fields() -> dict:
-        out = {"traces": step_fn.traces(), "images_per_step": float(params.batch_size * accum)}
-        if params.precision == "amp_fp16":
-            out["loss_scale"] = compat.loss_scale_value(update.optimizer)
+    def timing_fields(self) -> dict:
+        """The tf.function's trace count, the images of one step, and the loss scale under amp_fp16."""
+        out = {"traces": self.step_fn.traces(), "images_per_step": float(self.params.batch_size * self.params.grad_accum)}
+        if self.params.precision == "amp_fp16":
+            out["loss_scale"] = compat.loss_scale_value(self.update.optimizer)
         return out
 
-    distributed = None
-    if strategy is not None:
-        from harness.seam.distributed import collective_env
 
-        distributed = {"allreduce": {**dev.allreduce, "env": {k: v for k, v in collective_env().items() if k != "TF_CONFIG"}},
-                       "replicas_in_process": max(1, len(in_process))}
-    return Prepared(step=step, api=api, checks=checks, timing_fields=timing_fields, distributed=distributed)
+def distributed_fields(dev, in_process: list[str]) -> dict:
+    """A data-parallel replica's `distributed` record fields: the all-reduce's settings and environment."""
+    return {"allreduce": {**dev.allreduce, "env": {k: v for k, v in collective_env().items() if k != "TF_CONFIG"}},
+            "replicas_in_process": max(1, len(in_process))}
 
 
 def _raise_if_layout_unsupported(exc: Exception, data_format: str, placement: device.Placement) -> None:

@@ -8,6 +8,9 @@ from typing import Any, Callable
 
 from backends.torch import compat
 from harness.errors import Unsupported
+from harness.machine.env import cpu_model
+from harness.seam.adapter import DeviceDefaults
+from harness.seam.distributed import BarrierClock
 from harness.spec.devices import gpu_index, normalize_device
 from harness.worker.measure import BlockTime, WallClock
 
@@ -52,8 +55,6 @@ def device_name(device) -> str:
 
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    from harness.machine.env import cpu_model
-
     return cpu_model() or "cpu"
 
 
@@ -247,8 +248,9 @@ def set_threads(cpu_threads: dict) -> dict:
     return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
 
 
-class TorchDevice:
-    """A resolved device as torch sees it (harness.seam.adapter.Device)."""
+class TorchDevice(DeviceDefaults):
+    """A resolved device as torch sees it (harness.seam.adapter.Device); its scope is none, as torch places
+    work by its tensors' device."""
 
     def __init__(self, name: str, cpu_threads: dict):
         self.threads = set_threads(cpu_threads)
@@ -257,26 +259,25 @@ class TorchDevice:
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the device is a CUDA GPU."""
         return self.torch.type == "cuda"
 
     def identity(self) -> dict:
+        """The device's identity fields, the thread pools in force among its `env`."""
         fields = identity(self.neutral, self.torch)
         fields["env"]["threads"] = self.threads
         return fields
 
     def clock(self):
+        """CUDA events and a synchronized wall clock on a GPU; perf_counter on the CPU."""
         return clock_for(self.torch), ("CUDA events + torch.cuda.synchronize()" if self.is_cuda else "time.perf_counter")
 
-    def scope(self):
-        """torch places work by its tensors' device: nothing to enter."""
-        import contextlib
-
-        return contextlib.nullcontext()
-
     def reset_peak(self) -> None:
+        """Start the CUDA allocator's peak over (the CPU has none)."""
         reset_peak_memory(self.torch)
 
     def peak_allocated_bytes(self) -> int | None:
+        """The CUDA allocator's peak since reset_peak; None on the CPU."""
         return peak_allocated_bytes(self.torch)
 
     def after_timing(self, step: Callable[[], Any], timing, params, ctx) -> dict:
@@ -307,6 +308,7 @@ class TorchReplicaDevice(TorchDevice):
         dist.init_process_group(self.dist_backend, timeout=datetime.timedelta(minutes=30))
 
     def barrier(self) -> None:
+        """torch.distributed's barrier of every replica (on this replica's GPU under NCCL)."""
         import torch.distributed as dist
 
         if self.is_cuda:
@@ -315,12 +317,12 @@ class TorchReplicaDevice(TorchDevice):
             dist.barrier()
 
     def clock(self):
-        from harness.seam.distributed import BarrierClock
-
+        """This device's clock, each read after a barrier of every replica (BarrierClock)."""
         inner, api = super().clock()
         return BarrierClock(inner, self.barrier), f"torch.distributed.barrier() ({self.dist_backend}), then {api}"
 
     def identity(self) -> dict:
+        """The device's identity fields, this replica's place in the process group in `env.distributed`."""
         fields = super().identity()
         fields["env"]["distributed"] = {"backend": self.dist_backend, "rank": self.replica.rank,
                                         "world_size": self.replica.world_size}

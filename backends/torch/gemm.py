@@ -7,6 +7,7 @@ allocator both hand a freed block back without a device allocation).
 from __future__ import annotations
 
 from backends.torch import compat, precision as precisions
+from harness.errors import Unsupported
 from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint
 from harness.workloads.gemm import check_product, gemm_inputs, sample_rows
@@ -31,8 +32,6 @@ def prepare(p, device, run) -> Prepared:
     dtype = precisions.torch_dtype(precisions.GEMM_DTYPE[p.precision])
     reason = compat.matmul_supported(dtype, dev)
     if reason:
-        from harness.errors import Unsupported
-
         raise Unsupported(reason)
     api = {"precision": f"{dtype} operands; {flags}", "operation": "torch.matmul(a, b) (output allocated)"}
 

@@ -6,11 +6,14 @@ One timed step is `grad_accum` micro-batches (forward, loss, backward) and one o
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from backends.torch import compat, precision as precisions
 from harness.errors import Unsupported
-from harness.seam.adapter import Prepared
+from harness.seam.adapter import Prepared, RunInputs
+from harness.seam.distributed import collective_env
 from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import synthetic_batch
 
@@ -23,41 +26,69 @@ GRAPH_WARMUP_STEPS = 3
 STAGES = ("layer1", "layer2", "layer3", "layer4")
 
 
-def prepare(p, device, run) -> Prepared:
+def prepare(p, device, run: RunInputs) -> Prepared:
     """torchvision's ResNet-50 v1.5, synthetic data on the device, SGD with momentum, and one training step."""
-    import torch
-    import torch.nn.functional as F
-    import torchvision
-
-    dev = device.torch
-    execution = p.execution
-
-    # --- techniques, each checked before anything is built --------------------------------------
+    # techniques first: each is checked before anything is built
     api: dict[str, Any] = {}
-    flags = precisions.apply_tf32(p.precision, dev)
-    amp_name = precisions.AUTOCAST_DTYPE[p.precision]
-    scaler = None
-    if amp_name is None:
-        autocast: Callable[[], Any] = contextlib.nullcontext
-        api["precision"] = flags
-    else:
-        amp_dtype = precisions.torch_dtype(amp_name)
-        compat.autocast(dev.type, amp_dtype)  # Unsupported where this torch would switch it off
-
-        def autocast():
-            return torch.autocast(device_type=dev.type, dtype=amp_dtype)
-
-        api["precision"] = f"torch.autocast({dev.type}, {amp_name})"
-        if p.precision == "amp_fp16":
-            scaler, scaler_api = compat.grad_scaler(dev.type)
-            api["precision"] += f" + {scaler_api}"
-        api["precision"] += f"; {flags}"
-    if execution == "compiled":
+    amp = mixed_precision(p.precision, device.torch, api)
+    if p.execution == "compiled":
         reason = compat.compile_unsupported_reason()
         if reason:
             raise Unsupported(reason)
+    model, n_params = build_model(p, device.torch, run, api)
+    distributed = None
+    if run.replica is not None:
+        model, api["distribution"], distributed = data_parallel(model, device, p, run.options.get("optimize_ddp", "ddp_optimizer"))
+        api["allreduce"] = ", ".join(f"{k}={v}" for k, v in distributed.items() if k != "env")
+    images, labels, inputs_fingerprint = build_inputs(p, device.torch, run)
+    optimizer = build_optimizer(p, model, amp, api)
+    mode = compile_mode(p, run)
+    net = compat.torch_compile(model, mode=mode) if mode in CUDA_GRAPH_COMPILE_MODES else model
+    train_step = make_train_step(p, net, optimizer, amp, images, labels)
+    losses: dict[str, Any] = {}
+    step = build_step(p.execution, mode, train_step, optimizer, losses, api)
+    checks = partial(training_checks, model, losses, n_params, inputs_fingerprint)
+    return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
+                    timing_fields=lambda: {"images_per_step": float(p.batch_size * p.grad_accum)})
 
-    # --- model, data, optimizer -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Amp:
+    """How a step runs mixed precision: the autocast context to enter (a null one in float32), the GradScaler."""
+
+    autocast: Callable[[], Any] = contextlib.nullcontext
+    scaler: Any = None
+
+
+def mixed_precision(precision: str, dev, api: dict) -> Amp:
+    """TF32 set explicitly from the precision, autocast and (amp_fp16) a GradScaler; the API into `api`."""
+    flags = precisions.apply_tf32(precision, dev)
+    amp_name = precisions.AUTOCAST_DTYPE[precision]
+    if amp_name is None:
+        api["precision"] = flags
+        return Amp()
+    amp_dtype = precisions.torch_dtype(amp_name)
+    compat.autocast(dev.type, amp_dtype)  # Unsupported where this torch would switch it off
+    scaler = None
+    api["precision"] = f"torch.autocast({dev.type}, {amp_name})"
+    if precision == "amp_fp16":
+        scaler, scaler_api = compat.grad_scaler(dev.type)
+        api["precision"] += f" + {scaler_api}"
+    api["precision"] += f"; {flags}"
+    import torch
+
+    def autocast():
+        return torch.autocast(device_type=dev.type, dtype=amp_dtype)
+
+    return Amp(autocast, scaler)
+
+
+def build_model(p, dev, run: RunInputs, api: dict):
+    """torchvision's ResNet-50 seeded with the run's seed, on the device in the memory format, its blocks
+    checkpointed under `recompute: blocks`, in training mode; the model and its trainable parameter count."""
+    import torch
+    import torchvision
+
     torch.manual_seed(run.seed)
     if dev.type == "cuda":
         # autotuning sweeps every convolution's algorithms on the first step; a capacity probe skips it
@@ -66,8 +97,7 @@ def prepare(p, device, run) -> Prepared:
     model = torchvision.models.resnet50(weights=None, num_classes=p.num_classes)
     n_params = sum(t.numel() for t in model.parameters() if t.requires_grad)
     model = model.to(dev)
-    channels_last = p.memory_format == "channels_last"
-    if channels_last:
+    if p.memory_format == "channels_last":
         model = model.to(memory_format=torch.channels_last)
         api["memory_format"] = "model and input .to(memory_format=torch.channels_last)"
     else:
@@ -78,15 +108,17 @@ def prepare(p, device, run) -> Prepared:
     else:
         api["recompute"] = "none"
     model.train()
+    return model, n_params
+
+
+def build_inputs(p, dev, run: RunInputs):
+    """This replica's synthetic batch on the device, in the memory format; (images, labels, fingerprint)."""
+    import torch
 
     replica = run.replica
-    distributed = None
-    if replica is not None:
-        model, api["distribution"], distributed = data_parallel(model, device, p, run.options.get("optimize_ddp", "ddp_optimizer"))
-        api["allreduce"] = ", ".join(f"{k}={v}" for k, v in distributed.items() if k != "env")
     images_np, labels_np = synthetic_batch(p, run.seed, 0 if replica is None else replica.rank, probe=run.probe)
     images = torch.from_numpy(images_np).to(dev)
-    if channels_last:
+    if p.memory_format == "channels_last":
         images = images.contiguous(memory_format=torch.channels_last)
     labels = torch.from_numpy(labels_np).to(dev)
     del images_np, labels_np
@@ -94,9 +126,16 @@ def prepare(p, device, run) -> Prepared:
     # A capacity probe skips it: its record is compared with none, and reading back and hashing the batch
     # costs seconds at the batches probes reach (0.7 GB at 1134 images)
     inputs_fingerprint = None if run.probe else fingerprint(images.cpu().numpy(), labels.cpu().numpy())
+    return images, labels, inputs_fingerprint
+
+
+def build_optimizer(p, model, amp: Amp, api: dict):
+    """SGD with momentum over the model's parameters; its API and grad_accum's into `api`."""
+    import torch
+
     optimizer = torch.optim.SGD(model.parameters(), lr=p.lr, momentum=p.momentum)
     api["optimizer"] = f"torch.optim.SGD(lr={p.lr}, momentum={p.momentum})"
-    if scaler is not None:
+    if amp.scaler is not None:
         # GradScaler.step reads its inf/NaN check on the host once a step (docs/execution.md); a fused
         # SGD that takes the check as a device tensor diverged in eager mode on an H200 (torch 2.11)
         api["optimizer"] += "; GradScaler.step syncs the host once a step"
@@ -105,25 +144,17 @@ def prepare(p, device, run) -> Prepared:
         if p.grad_accum > 1
         else "none (1 micro-batch per optimizer step)"
     )
-    accum = p.grad_accum
-    # CUDA-graph compile modes replay each compiled graph into the same output memory, so a compiled
-    # optimizer step that reads the gradients (outputs of the backward's graph) across graph breaks trips
-    # over overwritten outputs (torch 2.11 on an H200, 2026-11-30: "accessing tensor output of CUDAGraphs
-    # that has been overwritten", in SGD's first step, even with cudagraph_mark_step_begin per step).
-    # These modes compile the model (forward and, through AOTAutograd, backward) and leave
-    # optimizer.step() eager: the documented way to use them for training.
-    mode = run.options.get("compile_mode", "default") if execution == "compiled" else None
-    model_only = mode in CUDA_GRAPH_COMPILE_MODES
-    if model_only and accum > 1:
-        raise Unsupported(
-            f"grad_accum > 1 under torch.compile mode {mode!r} (CUDA graphs): the micro-batches' backward calls "
-            "accumulate into gradients that are outputs of a replayed CUDA graph, which torch refuses "
-            "(pytorch/pytorch#169545); use compile_mode default or max-autotune-no-cudagraphs"
-        )
-    net = compat.torch_compile(model, mode=mode) if model_only else model
+    return optimizer
+
+
+def make_train_step(p, net, optimizer, amp: Amp, images, labels) -> Callable[[], Any]:
+    """The training step of `net` (the model, or its compiled form): one optimizer step of grad_accum
+    micro-batches, returning the last micro-batch's loss (unscaled)."""
+    import torch.nn.functional as F
+
+    accum, autocast, scaler = p.grad_accum, amp.autocast, amp.scaler
 
     def train_step():
-        """One optimizer step of `accum` micro-batches; returns the last micro-batch's loss (unscaled)."""
         optimizer.zero_grad(set_to_none=True)
         loss = None
         for _ in range(accum):
@@ -142,54 +173,95 @@ def prepare(p, device, run) -> Prepared:
             optimizer.step()
         return loss.detach()
 
-    losses: dict[str, Any] = {}
+    return train_step
+
+
+def compile_mode(p, run: RunInputs) -> str | None:
+    """torch.compile's mode under execution compiled (None otherwise); Unsupported for grad_accum > 1 under a
+    mode that replays CUDA graphs.
+
+    CUDA-graph compile modes replay each compiled graph into the same output memory, so a compiled
+    optimizer step that reads the gradients (outputs of the backward's graph) across graph breaks trips
+    over overwritten outputs (torch 2.11 on an H200, 2026-11-30: "accessing tensor output of CUDAGraphs
+    that has been overwritten", in SGD's first step, even with cudagraph_mark_step_begin per step).
+    These modes compile the model (forward and, through AOTAutograd, backward) and leave
+    optimizer.step() eager: the documented way to use them for training.
+    """
+    mode = run.options.get("compile_mode", "default") if p.execution == "compiled" else None
+    if mode in CUDA_GRAPH_COMPILE_MODES and p.grad_accum > 1:
+        raise Unsupported(
+            f"grad_accum > 1 under torch.compile mode {mode!r} (CUDA graphs): the micro-batches' backward calls "
+            "accumulate into gradients that are outputs of a replayed CUDA graph, which torch refuses "
+            "(pytorch/pytorch#169545); use compile_mode default or max-autotune-no-cudagraphs"
+        )
+    return mode
+
+
+def build_step(execution: str, mode: str | None, train_step: Callable[[], Any], optimizer, losses: dict,
+               api: dict) -> Callable[[], None]:
+    """The timed step in the execution mode, keeping the first and last losses in `losses`; its API into `api`."""
     if execution == "cuda_graph":
         api["execution"] = "torch.cuda.CUDAGraph of the whole step (forward, loss, backward, optimizer.step), replayed"
-        graph_state: dict[str, Any] = {}
-
-        def step():
-            if "graph" not in graph_state:  # warm-up and capture inside the first step, like a compile
-                graph_state["graph"], graph_state["loss"] = _capture_step(train_step, optimizer, losses)
-            graph_state["graph"].replay()
-            losses["last"] = graph_state["loss"]  # static: each replay overwrites it
-
+        return graph_replay_step(train_step, optimizer, losses)
+    model_only = mode in CUDA_GRAPH_COMPILE_MODES
+    whole_step = train_step
+    if execution == "compiled" and model_only:
+        api["execution"] = (f"torch.compile(model, mode={mode}): forward and backward (AOTAutograd) compiled and "
+                            "replayed as CUDA graphs; loss and optimizer.step() eager")
+    elif execution == "compiled":
+        whole_step = compat.torch_compile(train_step, mode=mode)
+        api["execution"] = (f"torch.compile(mode={mode}) of the whole step: forward, loss, backward (AOTAutograd) "
+                            "and optimizer.step(), zero_grad included")
     else:
-        whole_step = train_step
-        if execution == "compiled" and model_only:
-            api["execution"] = (f"torch.compile(model, mode={mode}): forward and backward (AOTAutograd) compiled and "
-                                "replayed as CUDA graphs; loss and optimizer.step() eager")
-        elif execution == "compiled":
-            whole_step = compat.torch_compile(train_step, mode=mode)
-            api["execution"] = (f"torch.compile(mode={mode}) of the whole step: forward, loss, backward (AOTAutograd) "
-                                "and optimizer.step(), zero_grad included")
-        else:
-            api["execution"] = "eager"
+        api["execution"] = "eager"
+    return called_step(whole_step, losses, mark_steps=model_only)
 
-        # under CUDA graphs (CUDA_GRAPH_COMPILE_MODES) each replay overwrites the last one's outputs: a new
-        # step is announced to the graph trees, and the first loss is copied out before it is overwritten
-        mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
-        mark_step = mark_step if model_only else None
 
-        def step():
-            if mark_step is not None:
-                mark_step()
-            loss = whole_step()
-            if "first" not in losses:
-                losses["first"] = loss.clone()
-            losses["last"] = loss
+def graph_replay_step(train_step: Callable[[], Any], optimizer, losses: dict) -> Callable[[], None]:
+    """A step that captures `train_step` in a CUDA graph on its first call (warm-up included, like a compile)
+    and replays the graph on every call."""
+    graph_state: dict[str, Any] = {}
 
-    def checks() -> dict:
-        return {
-            "inputs_fingerprint": inputs_fingerprint,
-            "model_parameters": n_params,
-            "loss_first": float(losses["first"].float().item()),
-            "loss_last": float(losses["last"].float().item()),
-            # equal on every replica of a data-parallel run: the all-reduced updates kept the weights identical
-            "parameters_sum": float(sum(float(t.detach().double().sum()) for t in model.parameters())),
-        }
+    def step():
+        if "graph" not in graph_state:  # warm-up and capture inside the first step, like a compile
+            graph_state["graph"], graph_state["loss"] = _capture_step(train_step, optimizer, losses)
+        graph_state["graph"].replay()
+        losses["last"] = graph_state["loss"]  # static: each replay overwrites it
 
-    return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
-                    timing_fields=lambda: {"images_per_step": float(p.batch_size * accum)})
+    return step
+
+
+def called_step(whole_step: Callable[[], Any], losses: dict, *, mark_steps: bool) -> Callable[[], None]:
+    """A step that calls `whole_step`; with `mark_steps` (CUDA-graph compile modes) each call first announces a
+    new step to torch's CUDA graph trees."""
+    import torch
+
+    # under CUDA graphs (CUDA_GRAPH_COMPILE_MODES) each replay overwrites the last one's outputs: a new
+    # step is announced to the graph trees, and the first loss is copied out before it is overwritten
+    mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
+    mark_step = mark_step if mark_steps else None
+
+    def step():
+        if mark_step is not None:
+            mark_step()
+        loss = whole_step()
+        if "first" not in losses:
+            losses["first"] = loss.clone()
+        losses["last"] = loss
+
+    return step
+
+
+def training_checks(model, losses: dict, n_params: int, inputs_fingerprint: str | None) -> dict:
+    """What the run's record checks, read after the timed region: the inputs, the model, the losses."""
+    return {
+        "inputs_fingerprint": inputs_fingerprint,
+        "model_parameters": n_params,
+        "loss_first": float(losses["first"].float().item()),
+        "loss_last": float(losses["last"].float().item()),
+        # equal on every replica of a data-parallel run: the all-reduced updates kept the weights identical
+        "parameters_sum": float(sum(float(t.detach().double().sum()) for t in model.parameters())),
+    }
 
 
 #: DistributedDataParallel's settings, explicit so the record states them (torch's defaults, except
@@ -231,8 +303,6 @@ def data_parallel(model, device, p, optimize_ddp: str = "ddp_optimizer"):
             else:
                 allreduce["overlap"] += " (Dynamo's DDPOptimizer splits the compiled graph at the bucket boundaries)"
         allreduce["dynamo_optimize_ddp"] = getattr(config, "optimize_ddp", None)
-    from harness.seam.distributed import collective_env
-
     allreduce["env"] = collective_env()
     api = (f"torch.nn.parallel.DistributedDataParallel({', '.join(f'{k}={v}' for k, v in DDP_SETTINGS.items())}), "
            f"{device.dist_backend}, {replica.world_size} processes (torchrun)")

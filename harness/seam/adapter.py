@@ -1,11 +1,15 @@
-"""The seam between the core and a backend: what a backend hands the core, typed.
+"""The seam between the core and a backend: what each hands the other, typed.
 
 A backend supplies two things per run, and nothing about the measurement itself:
 
-- a `Device` (from `Backend.open_device`): where the run is, how to wait for it, its memory peak;
+- a `Device` (from `Backend.open_device`): where the run is, how to wait for it, its memory peak
+  (`DeviceDefaults` gives the optional parts their defaults);
 - a `Prepared` step (from the workload module's `prepare`): one call of `step()` is one unit of
   the workload's work (one training step, one matrix product), plus the APIs it used and the
   evidence (`checks`) read after the timed region.
+
+The core hands `prepare` a `RunInputs`: the seed, the options, whether it is a capacity probe, the
+replica of a data-parallel run, and a `RunContext` for warnings and telemetry.
 
 The core (harness.worker.execute) times `step` with harness.worker.measure, computes rates, FLOP/s, status and
 the record. See docs/architecture.md for the data flow and how to add a workload or a backend.
@@ -13,10 +17,28 @@ the record. See docs/architecture.md for the data flow and how to add a workload
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Protocol
 
+from harness.machine.telemetry import Sampler, sampler_for
+from harness.seam.distributed import Replica
 from harness.worker.measure import Clock, Timing
+
+
+@dataclass
+class RunContext:
+    """What the core hands a backend besides the spec: a place for warnings, and the telemetry sampler."""
+
+    #: Filled by the backend: warnings that belong in the record (shown in every table).
+    warnings: list[str] = field(default_factory=list)
+    #: The telemetry sampler handed out by telemetry_for (the worker reads it afterwards).
+    telemetry: Sampler | None = None
+
+    def telemetry_for(self, device: str) -> Sampler:
+        """An NVML sampler for a neutral device (`cuda:N`), or a no-op one for the CPU / without NVML."""
+        self.telemetry = sampler_for(device)
+        return self.telemetry
 
 
 class Device(Protocol):
@@ -40,8 +62,36 @@ class Device(Protocol):
     def peak_allocated_bytes(self) -> int | None:
         """The framework allocator's peak since reset_peak; None where the framework cannot say."""
 
-    def after_timing(self, step: Callable[[], Any], timing: Timing, params, ctx) -> dict:
+    def after_timing(self, step: Callable[[], Any], timing: Timing, params, ctx: RunContext) -> dict:
         """Extra `timing` fields measured after the timed region (e.g. a launch-bound probe); may be {}."""
+
+    def replica_peaks(self) -> list[dict] | None:
+        """Each replica's device and allocator peak where this process holds several replicas of a
+        data-parallel run (`replica`, `device`, `peak_allocated_bytes`); None where it holds one or none."""
+
+
+class DeviceDefaults:
+    """The defaults of the Device methods a framework may have nothing for; a device inherits them and
+    overrides what its framework has (it always implements `neutral`, `identity` and `clock`)."""
+
+    def scope(self) -> ContextManager:
+        """No context: the framework places work by its tensors' device."""
+        return contextlib.nullcontext()
+
+    def reset_peak(self) -> None:
+        """No allocator peak to start over."""
+
+    def peak_allocated_bytes(self) -> int | None:
+        """None: the framework's allocator keeps no peak (the record has the host's RSS)."""
+        return None
+
+    def after_timing(self, step: Callable[[], Any], timing: Timing, params, ctx: RunContext) -> dict:
+        """No figures measured after the timed region."""
+        return {}
+
+    def replica_peaks(self) -> list[dict] | None:
+        """None: this process holds one replica at most."""
+        return None
 
 
 @dataclass
@@ -50,11 +100,11 @@ class RunInputs:
 
     seed: int
     options: dict
-    ctx: Any
+    ctx: RunContext
     #: a capacity probe: build for the step's memory, skip autotuning sweeps (cuDNN benchmark mode)
     probe: bool = False
-    #: which replica of a data-parallel run this process is (harness.seam.distributed.Replica); None: a plain run
-    replica: Any = None
+    #: which replica of a data-parallel run this process is; None: a plain run
+    replica: Replica | None = None
 
 
 @dataclass

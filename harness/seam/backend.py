@@ -15,35 +15,18 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import os
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import InputError, Unsupported
-from harness.machine.telemetry import Sampler, sampler_for
-from harness.seam.adapter import Device, Prepared, RunInputs
+from harness.seam.adapter import Device, Prepared, RunContext, RunInputs  # noqa: F401 - RunContext: the core and backends import it from here
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import WORKLOADS
 from harness.workloads.base import Params
 
 ENTRY_POINT_GROUP = "harness.backends"
-
-
-@dataclass
-class RunContext:
-    """What the core hands a backend besides the spec: a place for warnings, and the telemetry sampler."""
-
-    #: Filled by the backend: warnings that belong in the record (shown in every table).
-    warnings: list[str] = field(default_factory=list)
-    #: The telemetry sampler handed out by telemetry_for (the worker reads it afterwards).
-    telemetry: Sampler | None = None
-
-    def telemetry_for(self, device: str) -> Sampler:
-        """An NVML sampler for a neutral device (`cuda:N`), or a no-op one for the CPU / without NVML."""
-        self.telemetry = sampler_for(device)
-        return self.telemetry
 
 
 class NoOptions(BaseModel):

@@ -207,8 +207,8 @@ def note_replica(run: OpenRun, timed: TimedRun, result: WorkerResult) -> None:
     record's `distributed`."""
     if timed.distributed:
         result.distributed_replica.update(timed.distributed)
-    if hasattr(run.device, "replica_peaks"):  # a process holding several replicas
-        result.distributed_replica["replica_peaks"] = run.device.replica_peaks()
+    if (peaks := run.device.replica_peaks()) is not None:  # a process holding several replicas
+        result.distributed_replica["replica_peaks"] = peaks
 
 
 def fixed_blocks(measure: dict, ctx: RunContext) -> dict:

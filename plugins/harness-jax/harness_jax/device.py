@@ -13,6 +13,8 @@ import os
 from typing import Any, Callable
 
 from harness.errors import Unsupported
+from harness.machine.env import cpu_model
+from harness.seam.adapter import DeviceDefaults
 from harness.spec.devices import gpu_index, normalize_device
 from harness.worker.measure import WallClock
 from harness_jax import TF32_ON_CPU
@@ -87,8 +89,6 @@ def set_threads(cpu_threads: dict) -> dict:
 def device_name(device) -> str:
     """What the device is: `NVIDIA H200`, or the CPU's model name."""
     if device.platform == "cpu":
-        from harness.machine.env import cpu_model
-
         return cpu_model() or "cpu"
     return str(device.device_kind)
 
@@ -122,7 +122,6 @@ def set_matmul_precision(precision: str, device) -> str:
     value = "tensorfloat32" if precision == "tf32" else "highest"
     jax.config.update("jax_default_matmul_precision", value)
     return f"jax.config.update('jax_default_matmul_precision', {value!r})"
-
 
 
 def versions() -> dict:
@@ -165,7 +164,7 @@ def environment(device) -> dict:
     return env
 
 
-class JaxDevice:
+class JaxDevice(DeviceDefaults):
     """A resolved device as JAX sees it (harness.seam.adapter.Device)."""
 
     def __init__(self, name: str, cpu_threads: dict):
@@ -175,6 +174,7 @@ class JaxDevice:
 
     @property
     def is_gpu(self) -> bool:
+        """Whether the device is a GPU."""
         return self.jax.platform != "cpu"
 
     # --- what the workloads call ------------------------------------------------------------------
@@ -199,6 +199,7 @@ class JaxDevice:
     # --- harness.seam.adapter.Device -------------------------------------------------------------------
 
     def identity(self) -> dict:
+        """The device's identity fields, the thread settings in force among its `env`."""
         import jax
 
         env = environment(self.jax)
@@ -207,6 +208,7 @@ class JaxDevice:
                 "env": env}
 
     def clock(self):
+        """A wall clock read after the last step's outputs are ready (sync)."""
         return WallClock(self.sync), SYNC_API
 
     def scope(self):
@@ -228,6 +230,7 @@ class JaxDevice:
         return int(stats["peak_bytes_in_use"])
 
     def after_timing(self, step: Callable[[], Any], timing, params, ctx) -> dict:
+        """No figures; the warning that `cpu_threads.inter_op` was not applied, where it was asked for."""
         if self.threads.get("inter_op_not_applied"):
             ctx.warnings.append("cpu_threads.inter_op was not applied: XLA has no inter-op thread pool setting")
         return {}

@@ -38,10 +38,12 @@ linear_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 
 
 def channel_axis(layout: str) -> int:
+    """The channels' axis of an activation in `layout` (NCHW or NHWC)."""
     return 1 if layout == "NCHW" else 3
 
 
 def spatial_axes(layout: str) -> tuple[int, int]:
+    """The height and width axes of an activation in `layout`."""
     return (2, 3) if layout == "NCHW" else (1, 2)
 
 
@@ -69,6 +71,7 @@ class Conv(nn.Module):
 
 
 def batch_norm(layout: str, dtype, train: bool, name: str) -> nn.BatchNorm:
+    """torchvision's BatchNorm2d over the channels of `layout`, statistics and parameters in float32."""
     return nn.BatchNorm(use_running_average=not train, axis=channel_axis(layout), momentum=BN_MOMENTUM,
                         epsilon=BN_EPSILON, dtype=dtype, param_dtype=jnp.float32, name=name)
 
@@ -141,6 +144,7 @@ class ResNet50(nn.Module):
 
 
 def block_count() -> int:
+    """The bottleneck blocks of ResNet-50 (16)."""
     return sum(count for _, count, _ in STAGES)
 
 

@@ -9,13 +9,15 @@ dispatches it primitive by primitive.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from harness.seam.adapter import Prepared
+from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import fingerprint
 from harness.workloads.resnet50_train import synthetic_batch
+from harness_jax import EAGER_TRAINING
 from harness_jax.device import set_matmul_precision
 
 #: The compute dtype of each neutral precision (parameters, classifier and loss stay float32).
@@ -60,98 +62,183 @@ def build_train_step(model, optimizer, accum: int, loss_scaling: bool, loop: str
     import jax.numpy as jnp
     import optax
 
-    def loss_fn(params, batch_stats, images, labels, scale):
-        logits, updated = model.apply({"params": params, "batch_stats": batch_stats}, images, mutable=["batch_stats"])
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels).mean()
-        # the mean over all grad_accum * batch_size images, as one large batch would give
-        return loss * scale / accum, (loss, updated["batch_stats"])
-
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-
-    def micro_step(params, batch_stats, images, labels, scale):
-        (_, (loss, batch_stats)), grads = grad_fn(params, batch_stats, images, labels, scale)
-        return loss, batch_stats, grads
+    grad_fn = jax.value_and_grad(partial(scaled_loss, model, accum), has_aux=True)
+    micro = partial(micro_step, grad_fn)
 
     def train_step(state: TrainState, images, labels):
         scale = state.loss_scale.scale if loss_scaling else jnp.float32(1.0)
-        loss, batch_stats, grads = micro_step(state.params, state.batch_stats, images, labels, scale)
+        loss, batch_stats, grads = micro(state.params, state.batch_stats, images, labels, scale)
         if accum > 1:
-            def accumulate(_, carry):
-                _, stats, total = carry
-                # Every micro-batch is the same batch (as on the other backends), so without this barrier XLA
-                # sees the same gradients computed from the same inputs and computes them once (common
-                # subexpressions merged, a loop-invariant body hoisted): grad_accum would count images it
-                # never trained on. Passing the inputs through a barrier with the running sum makes each
-                # micro-batch depend on the one before, as distinct batches would.
-                (x, y), total = jax.lax.optimization_barrier(((images, labels), total))
-                loss, stats, more = micro_step(state.params, stats, x, y, scale)
-                return loss, stats, jax.tree_util.tree_map(jnp.add, total, more)
-
-            if loop == "fori_loop":
-                loss, batch_stats, grads = jax.lax.fori_loop(1, accum, accumulate, (loss, batch_stats, grads))
-            else:
-                for i in range(1, accum):
-                    loss, batch_stats, grads = accumulate(i, (loss, batch_stats, grads))
+            loss, batch_stats, grads = accumulate_micro_batches(
+                partial(accumulate, micro, state.params, images, labels, scale), accum, loop, (loss, batch_stats, grads))
         if loss_scaling:
-            grads = jax.tree_util.tree_map(lambda g: g / scale, grads)
+            grads = unscale(grads, scale)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         loss_scale = state.loss_scale
         if loss_scaling:
-            finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
-            keep = lambda new, old: jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, old)  # noqa: E731
-            params, opt_state = keep(params, state.params), keep(opt_state, state.opt_state)
-            grown = loss_scale.good_steps + 1 >= GROWTH_INTERVAL
-            loss_scale = LossScale(
-                scale=jnp.where(finite, jnp.where(grown, loss_scale.scale * GROWTH_FACTOR, loss_scale.scale),
-                                loss_scale.scale * BACKOFF_FACTOR),
-                good_steps=jnp.where(finite & ~grown, loss_scale.good_steps + 1, 0),
-            )
+            params, opt_state, loss_scale = skip_non_finite(grads, state, params, opt_state)
         return TrainState(params, batch_stats, opt_state, loss_scale), loss
 
     return train_step
 
 
-def prepare(p, device, run) -> Prepared:
-    """The Flax model in the precision's dtype, synthetic data on the device, Optax SGD, and one training step."""
-    import jax
+def scaled_loss(model, accum: int, params, batch_stats, images, labels, scale):
+    """One micro-batch's loss times the loss scale over grad_accum (what is differentiated), with the
+    unscaled loss and the updated BatchNorm statistics as the auxiliary output."""
     import jax.numpy as jnp
     import optax
 
-    from harness_jax import EAGER_TRAINING, model as resnet
+    logits, updated = model.apply({"params": params, "batch_stats": batch_stats}, images, mutable=["batch_stats"])
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels).mean()
+    # the mean over all grad_accum * batch_size images, as one large batch would give
+    return loss * scale / accum, (loss, updated["batch_stats"])
 
+
+def micro_step(grad_fn, params, batch_stats, images, labels, scale):
+    """One micro-batch through `grad_fn` (jax.value_and_grad of scaled_loss): (loss, batch_stats, gradients)."""
+    (_, (loss, batch_stats)), grads = grad_fn(params, batch_stats, images, labels, scale)
+    return loss, batch_stats, grads
+
+
+def accumulate(micro, params, images, labels, scale, _, carry):
+    """One more micro-batch added to the running gradient sum (a fori_loop body: (i, carry) -> carry)."""
+    import jax
+    import jax.numpy as jnp
+
+    _, stats, total = carry
+    # Every micro-batch is the same batch (as on the other backends), so without this barrier XLA
+    # sees the same gradients computed from the same inputs and computes them once (common
+    # subexpressions merged, a loop-invariant body hoisted): grad_accum would count images it
+    # never trained on. Passing the inputs through a barrier with the running sum makes each
+    # micro-batch depend on the one before, as distinct batches would.
+    (x, y), total = jax.lax.optimization_barrier(((images, labels), total))
+    loss, stats, more = micro(params, stats, x, y, scale)
+    return loss, stats, jax.tree_util.tree_map(jnp.add, total, more)
+
+
+def accumulate_micro_batches(body, accum: int, loop: str, carry):
+    """Micro-batches 1..grad_accum-1 through `body`, in jax.lax.fori_loop or a Python loop."""
+    import jax
+
+    if loop == "fori_loop":
+        return jax.lax.fori_loop(1, accum, body, carry)
+    for i in range(1, accum):
+        carry = body(i, carry)
+    return carry
+
+
+def unscale(grads, scale):
+    """The gradients of the scaled loss divided by the scale."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda g: g / scale, grads)
+
+
+def skip_non_finite(grads, state: TrainState, params, opt_state):
+    """Dynamic loss scaling's update: the new params and optimizer state kept only when every gradient is
+    finite, and the scale grown after GROWTH_INTERVAL finite steps or backed off on overflow."""
+    import jax
+    import jax.numpy as jnp
+
+    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
+    params, opt_state = _where(finite, params, state.params), _where(finite, opt_state, state.opt_state)
+    loss_scale = state.loss_scale
+    grown = loss_scale.good_steps + 1 >= GROWTH_INTERVAL
+    loss_scale = LossScale(
+        scale=jnp.where(finite, jnp.where(grown, loss_scale.scale * GROWTH_FACTOR, loss_scale.scale),
+                        loss_scale.scale * BACKOFF_FACTOR),
+        good_steps=jnp.where(finite & ~grown, loss_scale.good_steps + 1, 0),
+    )
+    return params, opt_state, loss_scale
+
+
+def _where(finite, new, old):
+    """`new` where `finite`, else `old`, leaf by leaf."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, old)
+
+
+def prepare(p, device, run: RunInputs) -> Prepared:
+    """The Flax model in the precision's dtype, synthetic data on the device, Optax SGD, and one training step."""
     api: dict[str, Any] = {}
-    precision_api = set_matmul_precision(p.precision, device.jax)
+    compute = precision_api(p, device, api)
+    model, params, batch_stats, n_params = build_model(p, run.seed, compute, api)
+    optimizer = build_optimizer(p, api)
+    state = initial_state(p, device, params, batch_stats, optimizer)
+    images, labels, inputs_fingerprint = build_inputs(p, device, run, api)
+    call = build_step(p, device, model, optimizer, run, api)
+    if compute != "float32" and not device.is_gpu:
+        run.ctx.warnings.append(f"{compute} on the CPU: XLA's CPU emulates it; not a guide to any GPU")
+    training = Training(p, device, call, state, images, labels, n_params, inputs_fingerprint)
+    return Prepared(step=training.step, api=api, checks=training.checks, timing_fields=training.timing_fields,
+                    close=training.close)
+
+
+def precision_api(p, device, api: dict) -> str:
+    """Set JAX's matmul precision; the precision's and the layout's APIs into `api`; the compute dtype."""
+    precision = set_matmul_precision(p.precision, device.jax)
     compute = COMPUTE_DTYPES[p.precision]
-    amp = compute != "float32"
-    loss_scaling = p.precision == "amp_fp16"
     api["precision"] = (
         (f"Flax modules with dtype={compute}, param_dtype=float32 (parameters, BatchNorm reductions, classifier "
-         f"and loss in float32); " if amp else "float32 throughout; ")
-        + precision_api + (f"; {LOSS_SCALING_API}" if loss_scaling else "")
+         f"and loss in float32); " if compute != "float32" else "float32 throughout; ")
+        + precision + (f"; {LOSS_SCALING_API}" if p.precision == "amp_fp16" else "")
     )
-    layout = "NHWC" if p.memory_format == "channels_last" else "NCHW"
+    layout = _layout(p)
     api["memory_format"] = (
         f"{layout} activations: jax.lax.conv_general_dilated(dimension_numbers=({layout!r}, 'HWIO', {layout!r}))"
         + (" (input transposed NCHW -> NHWC on the host)" if layout == "NHWC" else "")
         + "; XLA's layout assignment picks the physical layouts inside jax.jit"
     )
-    model = resnet.ResNet50(p.num_classes, layout, jnp.dtype(compute), p.recompute == "blocks", train=True)
+    return compute
+
+
+def _layout(p) -> str:
+    return "NHWC" if p.memory_format == "channels_last" else "NCHW"
+
+
+def build_model(p, seed: int, compute: str, api: dict):
+    """The Flax ResNet-50 in the compute dtype and its variables from `seed`; (model, params, batch_stats,
+    trainable parameter count); the model's API into `api`."""
+    import jax.numpy as jnp
+
+    # the model module imports Flax and JAX: only the worker imports it, never the backend's declarations
+    from harness_jax import model as resnet
+
+    model = resnet.ResNet50(p.num_classes, _layout(p), jnp.dtype(compute), p.recompute == "blocks", train=True)
     api["model"] = "ResNet-50 v1.5 in flax.linen (torchvision layout: stride on 3x3, no conv bias, BN eps 1e-5 momentum 0.1)"
     api["recompute"] = (f"flax.linen.remat (jax.checkpoint) around each of the {resnet.block_count()} bottleneck blocks"
                         if p.recompute == "blocks" else "none")
+    params, batch_stats = resnet.init(model, p.image_size, seed)
+    return model, params, batch_stats, resnet.parameter_count(params)
 
-    params, batch_stats = resnet.init(model, p.image_size, run.seed)
-    n_params = resnet.parameter_count(params)
+
+def build_optimizer(p, api: dict):
+    """Optax SGD with momentum (torch.optim.SGD's update); its API and the loss's into `api`."""
+    import optax
+
     optimizer = optax.sgd(learning_rate=p.lr, momentum=p.momentum)
     api["optimizer"] = f"optax.sgd(learning_rate={p.lr}, momentum={p.momentum}) (torch.optim.SGD's update)"
     api["loss"] = "optax.softmax_cross_entropy_with_integer_labels on float32 logits, mean"
-    state = TrainState(params, batch_stats, optimizer.init(params),
-                       LossScale(jnp.float32(INIT_SCALE), jnp.int32(0)) if loss_scaling else None)
-    state = jax.device_put(state, device.jax)
+    return optimizer
 
-    images_host, labels_host = synthetic_batch(p, run.seed, channels_last=layout == "NHWC",
-                                               probe=getattr(run, "probe", False))
+
+def initial_state(p, device, params, batch_stats, optimizer) -> TrainState:
+    """The training state on the device: the variables, the optimizer's state, the loss scale under amp_fp16."""
+    import jax
+    import jax.numpy as jnp
+
+    state = TrainState(params, batch_stats, optimizer.init(params),
+                       LossScale(jnp.float32(INIT_SCALE), jnp.int32(0)) if p.precision == "amp_fp16" else None)
+    return jax.device_put(state, device.jax)
+
+
+def build_inputs(p, device, run: RunInputs, api: dict):
+    """The synthetic batch on the device, in the layout; (images, labels, fingerprint); the data API into `api`."""
+    layout = _layout(p)
+    images_host, labels_host = synthetic_batch(p, run.seed, channels_last=layout == "NHWC", probe=run.probe)
     images = device.put(images_host)
     # int32 on the device: JAX keeps 64-bit integers only with jax_enable_x64, which would change every default dtype
     labels = device.put(labels_host.astype(np.int32))
@@ -164,9 +251,17 @@ def prepare(p, device, run) -> Prepared:
     inputs_fingerprint = fingerprint(images_back, np.asarray(labels).astype(np.int64))
     del images_back
     api["data"] = "images float32 and labels int32 (JAX without x64) resident on the device, jax.device_put once"
+    return images, labels, inputs_fingerprint
+
+
+def build_step(p, device, model, optimizer, run: RunInputs, api: dict):
+    """The training step as called in the timed loop: jax.jit with the state donated (compiled), or the plain
+    function (eager); the execution and grad_accum APIs into `api`."""
+    import jax
 
     accum = p.grad_accum
     compiled = p.execution == "compiled"
+    loss_scaling = p.precision == "amp_fp16"
     train_step = build_train_step(model, optimizer, accum, loss_scaling, "fori_loop" if compiled else "python")
     if compiled:
         call = jax.jit(train_step, donate_argnums=(0,))
@@ -185,41 +280,52 @@ def prepare(p, device, run) -> Prepared:
           "the identical micro-batches into one"
         if accum > 1 else "none (1 micro-batch per optimizer update)"
     )
-    if amp and not device.is_gpu:
-        run.ctx.warnings.append(f"{compute} on the CPU: XLA's CPU emulates it; not a guide to any GPU")
+    return call
 
-    holder = {"state": state}
-    losses: dict[str, Any] = {}
 
-    def step():
-        holder["state"], loss = call(holder["state"], images, labels)
+class Training:
+    """A built training run: the state the step updates, the timed step, and what is read after it."""
+
+    def __init__(self, p, device, call, state: TrainState, images, labels, n_params: int,
+                 inputs_fingerprint: str):
+        self.p, self.device, self.call = p, device, call
+        self.images, self.labels = images, labels
+        self.n_params, self.inputs_fingerprint = n_params, inputs_fingerprint
+        self.holder: dict[str, Any] = {"state": state}
+        self.losses: dict[str, Any] = {}
+
+    def step(self) -> None:
+        """One training step; the device holds its outputs (the clock waits on them)."""
+        holder, losses = self.holder, self.losses
+        holder["state"], loss = self.call(holder["state"], self.images, self.labels)
         losses.setdefault("first", loss)
         losses["last"] = loss  # read as a number only after the timed region
-        device.hold((holder["state"], loss))
+        self.device.hold((holder["state"], loss))
 
-    def checks() -> dict:
+    def checks(self) -> dict:
+        """The inputs' fingerprint, the model's parameter count, the first and last losses."""
         return {
-            "inputs_fingerprint": inputs_fingerprint,
-            "model_parameters": n_params,
-            "loss_first": float(losses["first"]),
-            "loss_last": float(losses["last"]),
+            "inputs_fingerprint": self.inputs_fingerprint,
+            "model_parameters": self.n_params,
+            "loss_first": float(self.losses["first"]),
+            "loss_last": float(self.losses["last"]),
         }
 
-    def timing_fields() -> dict:
-        out: dict[str, Any] = {"images_per_step": float(p.batch_size * accum)}
-        size = getattr(call, "_cache_size", None)
-        if compiled and callable(size):
+    def timing_fields(self) -> dict:
+        """The images of one step, jax.jit's compilations, and the loss scale under amp_fp16."""
+        out: dict[str, Any] = {"images_per_step": float(self.p.batch_size * self.p.grad_accum)}
+        size = getattr(self.call, "_cache_size", None)
+        if self.p.execution == "compiled" and callable(size):
             out["compilations"] = size()
-        if loss_scaling:
-            out["loss_scale"] = float(holder["state"].loss_scale.scale)
+        if self.p.precision == "amp_fp16":
+            out["loss_scale"] = float(self.holder["state"].loss_scale.scale)
         return out
 
-    def close() -> None:
-        holder.clear()
-        losses.clear()
-        device.hold(None)
-
-    return Prepared(step=step, api=api, checks=checks, timing_fields=timing_fields, close=close)
+    def close(self) -> None:
+        """Drop the state and losses, and the device's hold on the last step's outputs."""
+        self.holder.clear()
+        self.losses.clear()
+        self.device.hold(None)
 
 
 def xla_command_buffers() -> str:
