@@ -6,6 +6,7 @@ Imports here are light on purpose: `harness --help` and `harness validate` impor
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
@@ -69,6 +70,9 @@ def run() -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
+    # the command is done and its results are stored: a Ctrl-C now must not turn its exit code into a
+    # KeyboardInterrupt raised somewhere in interpreter teardown
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if "pyarrow" in sys.modules:
         exit_now(code)
     sys.exit(code)

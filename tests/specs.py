@@ -1,4 +1,9 @@
-"""Specs as the worker hands them to a backend, built by the same RunSpec the planner uses."""
+"""Specs as the worker hands them to a backend, built by the same RunSpec the planner uses; facts of the
+installed frameworks that tests depend on."""
+
+import functools
+import subprocess
+import sys
 
 from harness.session.plan import RunSpec
 from harness.workloads import get_workload
@@ -53,3 +58,15 @@ def run_handloop(script: str, args: list[str], *, env: dict | None = None, timeo
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@functools.lru_cache(maxsize=None)
+def tensorflow_uses_onednn_on_the_cpu() -> bool:
+    """Whether TensorFlow runs its CPU kernels through oneDNN here (its default on x86 CPUs with AVX-512), asked in
+    a process of its own so that the caller's process never imports TensorFlow. Without oneDNN, TensorFlow keeps no
+    CPU allocator statistics and has no NCHW convolution on the CPU."""
+    code = ("import tensorflow as tf; tf.constant([1.0]) * 2.0\n"
+            "try:\n    tf.config.experimental.get_memory_info('CPU:0'); print('yes')\n"
+            "except ValueError:\n    print('no')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return out.stdout.strip().splitlines()[-1:] == ["yes"]
