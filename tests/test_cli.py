@@ -230,7 +230,7 @@ def test_reading_results_never_writes_the_store(tmp_path, fake_backend, write_sc
     assert code == 2 and "cannot be read" in err and "Traceback" not in err
 
 
-# --------------------------------------------------------------------------- issue 13: flags, resume ids, output
+# --------------------------------------------------------------------------- flags, resume ids, output
 def _invoke(*args):
     result = CliRunner().invoke(main, list(args))
     assert "Traceback" not in result.output
@@ -348,7 +348,7 @@ def test_results_json_can_be_imported_into_another_store(tmp_path, fake_backend,
         assert a.records() == b.records()
 
 
-# --------------------------------------------------------------------------- issue 14: CLI edges
+# --------------------------------------------------------------------------- CLI edges
 def test_max_runs_counts_the_runs_backend_and_device_leave(tmp_path):
     # graph_capture: 12 configurations x 2 backends x 5 processes = 120 runs; torch's alone are 60
     result = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "9", "--backend", "torch",

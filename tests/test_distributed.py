@@ -1,4 +1,4 @@
-"""Data-parallel ResNet-50 training (issue 17): replicas through torchrun + DDP (gloo on the CPU) and
+"""Data-parallel ResNet-50 training: replicas through torchrun + DDP (gloo on the CPU) and
 tf.distribute.MultiWorkerMirroredStrategy, their records, failures, several nodes on localhost.
 
 The real runs use 32-px images, batch 2 per replica, 1-step blocks: each takes seconds on 2 cores.

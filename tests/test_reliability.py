@@ -289,7 +289,7 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
     assert all((r.get("checks") or {}).get("inputs_fingerprint") is None for r in rows if r.get("probe_of"))
 
 
-# --------------------------------------------------------------------------- resume counts runs (issue 13, case 1)
+# --------------------------------------------------------------------------- resume counts runs
 def _ok(db):
     with Store(db) as store:
         return [r for r in store.records() if r["status"] == "ok"]

@@ -89,7 +89,7 @@ def test_a_broken_worker_gets_its_status_and_the_next_run_succeeds(runner, actio
     assert first.status == status
     assert text in first.error
     assert second.status == "ok"
-    # the environment of every record, whether or not its worker wrote one (issue 13, case 10)
+    # the environment of every record, whether or not its worker wrote one
     assert first.env["python"] and first.env["packages"]["numpy"]
     stored = {r["run_id"]: r["status"] for r in runner.store.records()}
     assert stored == {first.run_id: status, second.run_id: "ok"}
@@ -132,7 +132,7 @@ def test_a_backend_that_is_not_registered_is_unsupported_without_a_worker(runner
 
 
 def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(tmp_path, write_scenario, harness_cli):
-    # torch's BatchNorm cannot train on a batch of one (issue 13, case 9): known at plan time
+    # torch's BatchNorm cannot train on a batch of one: known at plan time
     from harness.seam.backend import available_backends
 
     if not available_backends()["torch"].installed():
@@ -152,7 +152,7 @@ def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(
 
 
 def test_a_worker_can_work_under_the_smallest_memory_limit_accepted(runner):
-    # MIN_MEMORY_LIMIT is measured: a real torch worker imports and multiplies under it (issue 13, case 7)
+    # MIN_MEMORY_LIMIT is measured: a real torch worker imports and multiplies under it
     from harness.session.limits import MIN_MEMORY_LIMIT
 
     if not runner._backends["torch"].installed():

@@ -1,4 +1,4 @@
-"""Hostile input: thousands of generated malformed scenario files and --set values, and the corpus of
+"""Bad input refused: thousands of generated malformed scenario files and --set values, and the corpus of
 tests/hostile/ (alias bombs, recursive aliases, booleans for numbers, tags, duplicate keys...); each
 is a clear error (InputError -> exit 2, within 2 s for the corpus), none a traceback."""
 
@@ -108,7 +108,7 @@ def test_the_cli_exits_2_without_a_traceback_on_bad_input(tmp_path, mutations, o
     RELIABILITY[f"CLI invocations exiting {result.exit_code}"] += 1
 
 
-# --------------------------------------------------------------------------- the hostile corpus (issue 13)
+# --------------------------------------------------------------------------- the hostile corpus
 CORPUS = sorted((Path(__file__).parent / "hostile").glob("*.yaml"))
 
 

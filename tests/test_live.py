@@ -1,4 +1,4 @@
-"""Progress inside a run (issue 14): the runner reads the worker's progress events while it waits,
+"""Progress inside a run: the runner reads the worker's progress events while it waits,
 `harness run` shows them (a live line on a terminal, plain lines elsewhere, nothing with -q), and a
 session says what to expect before it starts (an estimate from earlier runs, a GPU-sized session
 on the CPU)."""
@@ -47,7 +47,7 @@ class SlowBackend(FakeBackend):
 
 @pytest.fixture
 def slow_backend(monkeypatch):
-    monkeypatch.setenv("HARNESS_BACKENDS", "fake=tests.fake_backend:FakeBackend,slow=tests.test_progress:SlowBackend")
+    monkeypatch.setenv("HARNESS_BACKENDS", "fake=tests.fake_backend:FakeBackend,slow=tests.test_live:SlowBackend")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return "slow"
 
