@@ -414,7 +414,13 @@ def test_tf32_training_on_the_cpu_is_unsupported_with_a_reason():
 
 
 def test_amp_bf16_trains_under_the_mixed_bfloat16_policy_with_float32_logits():
-    result = train(precision="amp_bf16", image_size=32, measure=ONE_BLOCK)
+    try:
+        result = train(precision="amp_bf16", image_size=32, measure=ONE_BLOCK)
+    except Exception as exc:  # noqa: BLE001 - the framework's own error type, whichever TF raised it
+        if "does not support bfloat16" in str(exc) and not tensorflow_uses_onednn_on_the_cpu():
+            pytest.skip("TensorFlow 2.12 has no bfloat16 batch normalization on the CPU without oneDNN "
+                        "(a CPU without AVX-512)")
+        raise
     assert result["status"] == "ok", result.get("error")
     assert "mixed_bfloat16" in result["api"]["precision"]
     assert math.isfinite(result["checks"]["loss_first"])
