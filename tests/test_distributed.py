@@ -28,7 +28,6 @@ from harness.seam import distributed as dp
 from harness.seam.backend import Backend
 from harness.seam.runspec import RunSpec
 from harness.session import dataparallel
-from harness.session.fields import field_value
 from harness.session.plan import run_key
 from harness.spec.scenario import load_scenario
 from tests.specs import tensorflow_uses_onednn_on_the_cpu
@@ -329,7 +328,7 @@ def test_merge_an_out_of_memory_replica_makes_the_run_oom_with_its_evidence():
     oom = {"status": "oom", "error": "OutOfMemoryError: CUDA out of memory", "oom_evidence": "OutOfMemoryError: CUDA"}
     record = dataparallel.merge(Result(), {0: ok, 1: oom}, (0, 1), 2, {}, timed_out=False)
     assert record.status == "oom" and "replica rank 1" in record.error
-    assert field_value(record, "oom_evidence").startswith("replica rank 1:")
+    assert record.note("oom_evidence").startswith("replica rank 1:")
 
 
 def test_merge_all_ok_keeps_rank_0_figures_and_every_rank():

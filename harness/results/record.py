@@ -124,6 +124,21 @@ class Result:
         """Whether this run failed in a way that makes `harness run` exit 1 (FAILING_STATUSES)."""
         return self.status in FAILING_STATUSES
 
+    def merged(self, row: dict) -> "Result":
+        """A copy with a flat row laid over it (a worker's result file, a replica's): its keys that are fields
+        replace them, the others are kept as notes in `extra`."""
+        return Result.from_dict({**self.to_dict(), **row})
+
+    def note(self, key: str, default: Any = None) -> Any:
+        """A note kept beside the fields (`log_tail`, `oom_evidence`, `limited_by`, `timed_out_twice` ...)."""
+        return self.extra.get(key, default)
+
+    def set_note(self, key: str, value: Any) -> None:
+        """Keep a note beside the fields; a field's name is refused (set the field itself)."""
+        if key in FIELD_NAMES:
+            raise KeyError(f"{key} is a field of the record, not a note")
+        self.extra[key] = value
+
     @property
     def probe_of(self) -> str | None:
         """The capacity search this record probed a batch size for, or None for a measurement. Stored as

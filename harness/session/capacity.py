@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from harness.errors import line_naming
 from harness.results.record import Result, utc_now
 from harness.seam.backend import available_backends
-from harness.session.fields import field_value, set_field, with_fields
 from harness.session.plan import RunSpec, new_id, run_key
 from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
 from harness.spec.devices import gpu_index
@@ -69,7 +68,7 @@ def fits(record: Result, smaller_fit: bool = False, host_limit: bool = False) ->
     status = record.status
     if status == "ok":
         return True
-    if status == "oom" or field_value(record, "timed_out_twice"):
+    if status == "oom" or record.note("timed_out_twice"):
         return False
     error = str(record.error)
     if status == "failed" and "SIGKILL" in error:
@@ -100,7 +99,7 @@ def _at_the_edge(record: Result, error: str) -> bool | None:
         record.warnings.append(
             f"counted as not fitting, though not for memory: {hit} after a smaller batch fit (a kernel that "
             "fails past a tensor size, such as 32-bit indexing past 2**31 elements)")
-        set_field(record, "limited_by", "kernel")
+        record.set_note("limited_by", "kernel")
         return False
     return None
 
@@ -282,7 +281,7 @@ class _Probes:
             self.runner.store.add(record)
             record = self._once(n, 2 * timeout)
             if record.status == "timeout":
-                record = with_fields(record, {"timed_out_twice": True, "warnings": [*(record.warnings or []), (
+                record = record.merged({"timed_out_twice": True, "warnings": [*(record.warnings or []), (
                     f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]})
         answer = fits(record, smaller_fit=bool(self.fitted),
                       host_limit=bool(getattr(self.runner, "memory_limit_bytes", None)))
@@ -309,7 +308,7 @@ class _Probes:
         probe_spec = self.base.with_params(batch_size=n)
         probe_spec = replace(probe_spec, measure={**probe_spec.measure, "timeout_s": timeout_s})
         record = self.runner.execute(probe_spec)
-        return with_fields(record, {"probe_of": self.capacity_id})
+        return record.as_probe_of(self.capacity_id)
 
 
 def _search_one(runner: Runner, key: str, spec: RunSpec, bounds: _Bounds) -> Result:
@@ -379,7 +378,7 @@ def _search_checks(probes: _Probes, failing: Result | None, answer: _Answer, bou
         "probes": [[p.params.get("batch_size"), p.status] for p in probes.probes],
         "first_failing_batch_size": first_bad,
         "failure": failing.error if failing is not None else None,
-        "failure_evidence": ((field_value(failing, "oom_evidence") or _evidence(failing.error))
+        "failure_evidence": ((failing.note("oom_evidence") or _evidence(failing.error))
                              if failing is not None else None),
         "limited_by": _limited_by(failing, first_bad, best, bounds.limit, bound),
         "search": (f"doubling from {bounds.start} (jumping to the memory model's limit once two probes fit"
@@ -448,8 +447,8 @@ def _limited_by(failing: Result | None, first_bad: int | None, best: int, limit:
     bound whatever its error says (TensorFlow says ResourceExhaustedError there with tens of GiB free)."""
     if failing is None:
         return "limit" if first_bad is None and best >= limit else None
-    if field_value(failing, "limited_by"):
-        return field_value(failing, "limited_by")
+    if failing.note("limited_by"):
+        return failing.note("limited_by")
     if bound is not None and first_bad == bound and best == bound - 1:
         return "kernel"
-    return "time" if field_value(failing, "timed_out_twice") else "memory"
+    return "time" if failing.note("timed_out_twice") else "memory"

@@ -13,7 +13,6 @@ import os
 
 from harness.results.record import Result
 from harness.seam.distributed import rank_result_path
-from harness.session.fields import with_fields
 
 #: Statuses that say what went wrong in a replica itself, before a secondary failure of its peers.
 _ROOT_CAUSE_ORDER = ("oom", "unsupported", "diverged", "timeout", "failed")
@@ -83,8 +82,8 @@ def merge(record: Result, results: dict[int, dict], local_ranks, world_size: int
     how (from the launcher). Returns the merged record; `record` itself is left as it was.
     """
     own = results.get(0)
-    merged = with_fields(record, {k: v for k, v in own.items() if k != "distributed_replica"}) if own else \
-        with_fields(record, {})
+    merged = record.merged({k: v for k, v in own.items() if k != "distributed_replica"}) if own else \
+        record.merged({})
     distributed = dict(merged.distributed or {})
     distributed.update((own or {}).get("distributed_replica") or {})
     distributed["ranks"] = [_rank_entry(rank, results.get(rank), died) for rank in sorted(local_ranks)]
@@ -101,7 +100,7 @@ def merge(record: Result, results: dict[int, dict], local_ranks, world_size: int
     if others:
         distributed["other_failures"] = [o[:300] for o in others]
     merged = merged.updated(status=status, error=error[:2000], distributed=distributed)
-    return with_fields(merged, {"oom_evidence": f"replica rank {rank}: {evidence}"}) if evidence else merged
+    return merged.merged({"oom_evidence": f"replica rank {rank}: {evidence}"}) if evidence else merged
 
 
 def scaling_efficiency(rate: float | None, replicas: int, rate_one: float | None) -> float | None:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from harness.machine import nvml
 from harness.results import stats
 from harness.results.record import Result
-from harness.session.fields import field_value
 from harness.worker.measure import measure_settings
 from harness.workloads import WORKLOADS
 
@@ -55,7 +54,7 @@ def _durations(records: list[Result]) -> dict[str, list[float]]:
     seen: dict[str, list[float]] = {}
     for r in records:
         d = r.duration_s
-        if (r.run_key and isinstance(d, (int, float)) and d > 0 and not field_value(r, "probe_of")
+        if (r.run_key and isinstance(d, (int, float)) and d > 0 and not r.probe_of
                 and r.metric != "max_batch_size"):
             seen.setdefault(r.run_key, []).append(float(d))
     return seen

@@ -29,7 +29,6 @@ from harness.results.store import Store
 from harness.seam import distributed as dp
 from harness.seam.backend import available_backends
 from harness.session.dataparallel import merge, read_rank_results, scaling_efficiency
-from harness.session.fields import with_fields
 from harness.session.plan import RunSpec, one_replica_key
 from harness.spec.devices import gpu_index
 from harness.workloads import WORKLOADS
@@ -192,7 +191,7 @@ def _worker_result(result: Result, spec: RunSpec, path: Path, timed_out: bool, p
     """The record of a plain run once its worker is gone: what it wrote, or how it ended without writing."""
     written = read_worker_result(path)
     if written is not None:
-        result = with_fields(result, written)
+        result = result.merged(written)
         if timed_out:  # measured and written, then stuck on its way out: keep what it measured
             result = result.updated(warnings=[*(result.warnings or []), (
                 f"the worker wrote its result but had not exited after {spec.timeout_s:g} s; "
@@ -211,7 +210,7 @@ def _with_evidence(result: Result, log_path: Path) -> Result:
     if result.status != "ok":
         tail = _tail(log_path)
         if tail:
-            result = with_fields(result, {"log_tail": tail})
+            result = result.merged({"log_tail": tail})
     return result
 
 

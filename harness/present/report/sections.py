@@ -36,7 +36,6 @@ from harness.results.compare import (
     display_rows,
     fastest_configurations,
     ok_records,
-    probe_of,
     technique_speedups,
 )
 from harness.results.record import Result
@@ -84,7 +83,7 @@ def unfinished_section(records: list[Result], sessions: list[dict] | None = None
     harness.commands.report.unfinished_sessions), whose missing runs left no record at all."""
     section = Section("Runs that did not finish")
     rows = unfinished_rows(records)
-    probes = [r for r in records if probe_of(r)]
+    probes = [r for r in records if r.probe_of]
     for s in sessions or []:
         if s.get("left"):
             section.parts.append(("text", (

@@ -17,7 +17,6 @@ from harness.results.compare import (
     compare,
     is_difference,
     match_key,
-    probe_of,
     process_value,
     technique_baselines,
 )
@@ -154,7 +153,7 @@ def variant_colours(records: list[Result]) -> dict[str, str]:
 
 def not_probes(records: list[Result]) -> list[Result]:
     """The records that are no capacity probe (a probe ran one step to see whether a batch fits)."""
-    return [r for r in records if not probe_of(r)]
+    return [r for r in records if not r.probe_of]
 
 
 def estimate(records: list[Result], value=None) -> tuple[float | None, float | None, float | None, int]:

@@ -61,7 +61,6 @@ from harness.results.compare.records import (
     ok_records,
     option_defaults,
     parse_by,
-    probe_of,
     process_value,
     record_params,
     sample_values,
@@ -91,7 +90,7 @@ __all__ = [
     "backend_variant", "busy_records", "canonical_backend", "compare", "datasheet_ratio", "describe_common",
     "describe_fastest", "display_rows", "fail_if_slower", "fastest_configurations", "field_value", "fmt",
     "inconclusive_reason", "is_difference", "known_fields", "label", "load_records", "match_key", "ok_records",
-    "option_defaults", "parse_by", "peak_precision", "probe_of", "process_value",
+    "option_defaults", "parse_by", "peak_precision", "process_value",
     "record_params", "resolve_baseline", "sample_values", "scaling_efficiency_of", "session_baseline",
     "slowdown_pct", "table_notes", "technique_baselines", "technique_speedups",
 ]

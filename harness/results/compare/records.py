@@ -57,16 +57,9 @@ def as_records(records) -> list[dict]:
             for r in records]
 
 
-def probe_of(record: Result):
-    """The capacity search a record probed for (None for a measurement): a probe ran one step to see
-    whether a batch fits, and its figures are not a measurement to compare."""
-    found = getattr(record, "probe_of", None)
-    return found if found is not None else record.extra.get("probe_of")
-
-
 def ok_records(records) -> list[Result]:
     """The records with status ok (the only ones whose figures mean anything), capacity probes left out."""
-    return [r for r in as_results(records) if r.status == "ok" and not probe_of(r)]
+    return [r for r in as_results(records) if r.status == "ok" and not r.probe_of]
 
 
 def _session_ids(store: Store, path: str, sessions: Iterable[str]) -> list[str]:
