@@ -2,6 +2,7 @@
 installed frameworks that tests depend on."""
 
 import functools
+import importlib.metadata
 import subprocess
 import sys
 
@@ -70,3 +71,14 @@ def tensorflow_uses_onednn_on_the_cpu() -> bool:
             "except ValueError:\n    print('no')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     return out.stdout.strip().splitlines()[-1:] == ["yes"]
+
+
+def tensorflow_version() -> tuple[int, int]:
+    """The installed TensorFlow's (major, minor), read from its distribution without importing it; (0, 0) if none."""
+    for name in ("tensorflow", "tensorflow-cpu"):
+        try:
+            major, minor = importlib.metadata.version(name).split(".")[:2]
+            return int(major), int(minor)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return 0, 0
