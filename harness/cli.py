@@ -13,16 +13,33 @@ import click
 
 from harness import __version__
 from harness.errors import InputError
-from harness.worker.main import exit_now
+from harness.worker.exit import exit_now
 
-COMMANDS = ("run", "validate", "list", "env", "results", "compare", "report")
+#: Each command and the line `harness --help` shows for it, so that listing the commands imports none of them
+#: (a test checks each line against its command's own help).
+COMMANDS = {
+    "run": "Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).",
+    "validate": "Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not.",
+    "list": "List bundled scenarios, workloads, and backends with their framework versions.",
+    "env": "Show python, framework, CUDA driver, GPU and CPU details and the machine's load (no framework is imported).",
+    "results": "Print or export the stored results (json: an array of result records), list the sessions (--sessions), "
+               "or --import some.",
+    "compare": "Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.",
+    "report": "Write DIR/report.html (self-contained) and DIR/report.md with PNG plots beside it.",
+}
 
 
 class _Group(click.Group):
-    """Loads each command's module only when that command is used."""
+    """Loads each command's module only when that command is used; the list of commands imports none."""
 
     def list_commands(self, ctx):
         return list(COMMANDS)
+
+    def format_commands(self, ctx, formatter):
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.utils.make_default_short_help(text, limit)) for name, text in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx, name):
         if name not in COMMANDS:

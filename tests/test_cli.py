@@ -5,6 +5,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -471,3 +472,21 @@ def test_backend_runs_the_documents_written_for_it_and_replaces_only_where_none_
     # a file written for one framework runs whole on another (the capacity file lists torch alone)
     single = _invoke("run", "benchmarks/h200/issue5_capacity.yaml", "--dry-run", "--backend", "tf")
     assert single.exit_code == 0 and " tensorflow on cuda:0" in single.output and "skipped" not in single.output
+
+
+def test_the_command_list_shows_each_command_s_own_help_and_imports_no_command():
+    import importlib
+    import inspect
+
+    from harness.cli import COMMANDS
+
+    for name, line in COMMANDS.items():
+        own = inspect.cleandoc(importlib.import_module(f"harness.commands.{name}").command.help)
+        assert line == own.split("\n\n")[0].replace("\n", " "), name
+    code = ("import sys; from harness.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('harness.commands.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+    assert all(name in out for name in COMMANDS)

@@ -1,5 +1,6 @@
 """`python -m harness.worker SPEC.json RESULT.json` (or `--ahead BACKEND RUN_DIR RUNNER_PID`)."""
 
-from harness.worker.main import exit_now, main
+from harness.worker.exit import exit_now
+from harness.worker.main import main
 
 exit_now(main())
