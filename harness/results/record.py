@@ -191,11 +191,6 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def blank_record(spec) -> dict:
-    """A record for a RunSpec with every field present and nothing measured."""
-    return Result.planned(spec).to_dict()
-
-
 def write_json_atomic(path, data: dict) -> None:
     """Write JSON to path via a temporary file and rename, so readers never see half a file (a worker's
     result, read by the runner; a run's spec, polled for by a worker started ahead)."""
