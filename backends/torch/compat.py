@@ -169,16 +169,6 @@ def out_of_memory_errors() -> tuple[type, ...]:
     return tuple(found)
 
 
-# --- CUDA ------------------------------------------------------------------------------------
-
-
-def cuda_sleep() -> Callable[[int], None] | None:
-    """`torch.cuda._sleep(cycles)` (a private kernel that spins the GPU), or None where it is gone."""
-    import torch
-
-    return getattr(torch.cuda, "_sleep", None)
-
-
 def cpu_capability() -> str | None:
     """The CPU kernels torch dispatches to (`AVX512`); torch.backends.cpu arrived in 2.1."""
     import torch

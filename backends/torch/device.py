@@ -6,16 +6,13 @@ import importlib.metadata as md
 import time
 from typing import Any, Callable
 
-from backends.torch import compat
+from backends.torch import compat, profile
 from harness.errors import Unsupported
 from harness.machine.env import cpu_model
 from harness.seam.adapter import DeviceDefaults
 from harness.seam.distributed import BarrierClock
 from harness.spec.devices import gpu_index, normalize_device
 from harness.worker.measure import BlockTime, WallClock
-
-#: A step whose synchronized wall time exceeds its device-busy time by this factor is host-bound.
-HOST_BOUND_RATIO = 1.25
 
 
 def resolve_device(name: str) -> str:
@@ -173,67 +170,6 @@ def framework_env(device) -> dict:
     return env
 
 
-def _sleep_cycles_per_s(sleep: Callable[[int], None], device) -> float:
-    import torch
-
-    cycles = 2_000_000
-    sleep(cycles)  # the first launch loads the kernel
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    begin.record()
-    sleep(cycles)
-    end.record()
-    torch.cuda.synchronize(device)
-    return cycles / max(begin.elapsed_time(end) / 1000.0, 1e-9)
-
-
-def launch_probe(step: Callable[[], Any], device, step_wall_s: float, trials: int = 3) -> dict | None:
-    """How long the GPU is busy during one step, with the host's launch gaps taken out.
-
-    A spinning kernel (torch.cuda._sleep) is queued first, long enough to cover the host's
-    enqueueing of the whole step, so the step's kernels are all queued before the GPU reaches them;
-    events around the step then time device work alone. Compared with the synchronized wall time
-    of a step it says whether the run is bound by the host. Runs `trials` + 1 extra steps;
-    None on the CPU or where torch lacks the sleep kernel. A step that synchronizes inside
-    (GradScaler.step) lets gaps back in after that point, so the figure is an upper bound.
-    """
-    import torch
-
-    sleep = compat.cuda_sleep()
-    if device.type != "cuda" or sleep is None:
-        return None
-    torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    step()
-    enqueue_s = time.perf_counter() - t0
-    torch.cuda.synchronize(device)
-    cycles = int((2.0 * enqueue_s + 0.002) * _sleep_cycles_per_s(sleep, device))
-    busy = []
-    for _ in range(trials):
-        torch.cuda.synchronize(device)
-        sleep(cycles)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        step()
-        end.record()
-        torch.cuda.synchronize(device)
-        busy.append(begin.elapsed_time(end) / 1000.0)
-    busy_s = min(busy)
-    return {
-        "device_busy_step_s": busy_s,
-        "host_enqueue_step_s": enqueue_s,
-        "host_bound": bool(step_wall_s > HOST_BOUND_RATIO * busy_s),
-        "gpu_idle_fraction": max(0.0, 1.0 - busy_s / step_wall_s) if step_wall_s > 0 else None,
-    }
-
-
-def launch_bound_warning(probe: dict | None, execution: str) -> str | None:
-    """The record's warning for a host-bound run, or None."""
-    if not probe or not probe["host_bound"]:
-        return None
-    text = f"launch-bound: the GPU is idle {100 * probe['gpu_idle_fraction']:.0f}% of the step waiting for the host"
-    return text + ("; try execution: cuda_graph or compiled" if execution not in ("cuda_graph", "compiled") else "")
-
-
 def set_threads(cpu_threads: dict) -> dict:
     """Set torch's CPU thread pools where the scenario asks (None: torch's default); the values in force."""
     import torch
@@ -280,13 +216,10 @@ class TorchDevice(DeviceDefaults):
         """The CUDA allocator's peak since reset_peak; None on the CPU."""
         return peak_allocated_bytes(self.torch)
 
-    def after_timing(self, step: Callable[[], Any], timing, params, ctx) -> dict:
-        """The launch probe after the timed blocks; its figures for `timing`, its warning into ctx."""
-        probe = launch_probe(step, self.torch, timing.step_time_s())
-        warning = launch_bound_warning(probe, params.execution)
-        if warning:
-            ctx.warnings.append(warning)
-        return probe or {}
+    def profile(self, step: Callable[[], Any], steps: int, trace_dir: str | None):
+        """torch.profiler around `steps` more steps (backends.torch.profile): CUDA kernels on a GPU, the
+        outermost aten ops on the CPU. Whether the GPU waits on the host (launch-bound) is read from it."""
+        return profile.capture(step, self.torch, steps, trace_dir)
 
 
 class TorchReplicaDevice(TorchDevice):

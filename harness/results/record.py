@@ -76,6 +76,10 @@ class Result:
     checks: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)
     telemetry: dict = field(default_factory=dict)
+    #: where the step's time goes, from the framework's own profiler after the timed blocks (measure.profile):
+    #: seconds per step in each class and idle, the top kernels; {"error": why} where the profiler failed;
+    #: {} where the run was not profiled (docs/profile.md)
+    profile: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
     env: dict = field(default_factory=dict)
     started_at: str | None = None

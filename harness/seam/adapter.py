@@ -21,9 +21,11 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Protocol
 
+from harness.errors import Unsupported
 from harness.machine.telemetry import Sampler, sampler_for
 from harness.seam.distributed import Replica
 from harness.worker.measure import Clock, Timing
+from harness.worker.profile import Capture
 
 
 @dataclass
@@ -65,6 +67,11 @@ class Device(Protocol):
     def after_timing(self, step: Callable[[], Any], timing: Timing, params, ctx: RunContext) -> dict:
         """Extra `timing` fields measured after the timed region (e.g. a launch-bound probe); may be {}."""
 
+    def profile(self, step: Callable[[], Any], steps: int, trace_dir: str | None) -> Capture:
+        """Run `step` `steps` more times (plus one unprofiled first) under the framework's own profiler, after
+        the timed blocks; the kernels (GPU) or top-level ops (CPU) it saw, the steps' window on the same
+        clock, and the backend's table of classes (harness.worker.profile). Raises where it cannot."""
+
     def replica_peaks(self) -> list[dict] | None:
         """Each replica's device and allocator peak where this process holds several replicas of a
         data-parallel run (`replica`, `device`, `peak_allocated_bytes`); None where it holds one or none."""
@@ -88,6 +95,10 @@ class DeviceDefaults:
     def after_timing(self, step: Callable[[], Any], timing: Timing, params, ctx: RunContext) -> dict:
         """No figures measured after the timed region."""
         return {}
+
+    def profile(self, step: Callable[[], Any], steps: int, trace_dir: str | None) -> Capture:
+        """No profiler: Unsupported, which the record's `profile` reports as its reason."""
+        raise Unsupported("this backend has no profiler hook (Device.profile)")
 
     def replica_peaks(self) -> list[dict] | None:
         """None: this process holds one replica at most."""

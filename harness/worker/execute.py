@@ -25,6 +25,7 @@ from harness.seam.runspec import RunSpec
 from harness.worker.figures import TimedRun, figures
 from harness.worker.measure import run_timed
 from harness.worker.outcome import Measured, WorkerResult
+from harness.worker.profile import profile_run
 from harness.workloads import WORKLOADS
 from harness.workloads.base import Params, Workload
 
@@ -120,7 +121,7 @@ def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: Worker
     Raises whatever the backend raises; the fields known by then (the device's identity) stay.
     `result.phases_s` gets the seconds of each phase: open_device (the framework's import and the
     device's set-up), prepare (the model, the inputs, the step), steps (the first step, warm-up and timed
-    blocks), after (checks, the launch probe, the timed region's read-backs).
+    blocks), after (checks, the profile breakdown where asked, the timed region's read-backs).
     """
     if result.phases_s is None:
         result.phases_s = {}
@@ -196,10 +197,25 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
             extra = prepared.timing_fields()
             if not probe:
                 extra.update(device.after_timing(prepared.step, timing, run.params, ctx))
+            if run.measure.get("profile") and not probe:
+                profile_after(device, prepared.step, timing, run, ctx, result)
         finally:
             prepared.close()
     return TimedRun(timing=timing, work_per_step=work, api={**prepared.api, "sync": sync_api}, checks=checks,
                     extra=extra, distributed=prepared.distributed)
+
+
+def profile_after(device: Device, step, timing, run: OpenRun, ctx: RunContext, result: WorkerResult) -> None:
+    """The record's `profile`, captured after every timed figure is read, so the profiler's overhead never
+    lands in them. Every replica of a data-parallel run runs the profiled steps (each meets the others in
+    the all-reduce); rank 0's breakdown is the record's."""
+    where = run.measure.get("profile_trace_dir")
+    if where and run.replica is not None:
+        where = os.path.join(where, f"rank{run.replica.rank}")
+    profile = profile_run(lambda n, _: device.profile(step, n, where), timing.step_time_s(), run.measure,
+                          ctx.warnings)
+    if run.replica is None or run.replica.rank == 0:
+        result.profile = profile
 
 
 def note_replica(run: OpenRun, timed: TimedRun, result: WorkerResult) -> None:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StrictBool
 
 from harness.results import stats
 from harness.workloads.base import NumbersNotBooleans
@@ -123,6 +123,11 @@ class Measure(NumbersNotBooleans):
     #: of 5 against 5 can go below p = 0.01 (4 against 4: only 0.029) and still find a 10% difference
     #: when processes differ by a few percent; see the README's Statistics section.
     processes: int = Field(5, ge=1, le=100)
+    #: After the timed blocks, profile a few more steps with the framework's own profiler: the record's
+    #: `profile` breakdown (harness.worker.profile, docs/profile.md). Never inside the timed blocks.
+    profile: StrictBool = False
+    #: Where the profiler's raw trace is kept (a folder; each run writes beneath it); None: not kept.
+    profile_trace_dir: str | None = Field(None, min_length=1)
 
 
 def measure_settings(measure: dict) -> dict:

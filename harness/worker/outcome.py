@@ -76,6 +76,8 @@ class WorkerResult:
     #: the framework's side of `env`: the device's, again once prepare has put its settings in force
     framework_env: dict[str, Any] | None = None
     measured: Measured | None = None
+    #: the profile breakdown (measure.profile), or {"error": why}; None where the run was not profiled
+    profile: dict[str, Any] | None = None
     status: str | None = None
     error: str | None = None
     #: why a failure counts as out-of-memory, where the error was not a memory error itself
@@ -101,6 +103,8 @@ class WorkerResult:
             row["peak_allocated_bytes"] = self.measured.peak_allocated_bytes
             if self.measured.figures is not None:
                 row.update(self.measured.figures.to_dict())
+        if self.profile is not None:
+            row["profile"] = self.profile
         if self.status is not None:
             row["status"] = self.status
         if self.error is not None:

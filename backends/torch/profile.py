@@ -1,0 +1,118 @@
+"""torch.profiler for the profile breakdown (harness.worker.profile): a few steps after the timed blocks,
+read from the profiler's own Chrome trace, which is also the raw trace kept where the user asks.
+
+On a GPU the spans are the CUDA kernels, copies and sets CUPTI saw; on the CPU, the outermost `aten::`
+ops of each thread (an op's nested ops are part of it; autograd's and Python's time between ops is idle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Callable
+
+from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules, Span
+
+#: The annotation around the profiled steps: its span in the trace is the window.
+WINDOW = "harness.profiled_steps"
+
+#: torch's names first (Inductor's Triton kernels by kind: one kernel fuses several ops; ATen's CUDA
+#: kernels and CPU ops), then the NVIDIA libraries'. docs/profile.md explains each class.
+TORCH_RULES = Rules([
+    ("comm", r"c10d::|gloo|nccl"),
+    ("copy", r"direct_copy_kernel|aten::copy_|aten::_to_copy|^aten::to$|aten::clone"),
+    ("matmul", r"triton_tem_|triton_.*_mm_|extern_kernels\.(mm|addmm|bmm)"),
+    ("reduce", r"triton_(red|per)_"),
+    ("elementwise", r"triton_poi_"),
+    ("norm", r"batch_norm|batchnorm|layer_norm|group_norm|welford"),
+    ("conv", r"convolution|conv2d|cudnn_conv|mkldnn_conv"),
+    ("matmul", r"aten::(mm|addmm|bmm|matmul|linear)\b|addmmbackward|mmbackward"),
+    ("layout", r"aten::(contiguous|permute|transpose|t)$|channels_last"),
+    ("reduce", r"reduce_kernel|aten::(sum|mean|max|min|amax|norm)\b|softmax|nll_loss|cross_entropy|pool"),
+    ("elementwise", r"aten::(add|mul|sub|div|relu|threshold|fill|zero|addcmul|addcdiv|sqrt|lerp|where|neg)|"
+                    r"_foreach_|relubackward|threshold_backward|clamp|cast"),
+    *GPU_LIBRARY_RULES,
+])
+
+
+def _events(path: str) -> list[dict]:
+    """The complete events (`ph` X) of a Chrome trace torch wrote."""
+    with open(path, encoding="utf-8") as fh:
+        trace = json.load(fh)
+    events = trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
+    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
+
+
+def _span(event: dict) -> Span:
+    start = float(event["ts"]) / 1e6
+    return Span(str(event.get("name", "")), start, start + float(event["dur"]) / 1e6,
+                str(event.get("args", {}).get("stream", event.get("tid", ""))))
+
+
+def _outermost(events: list[dict]) -> list[dict]:
+    """Per thread, the ops that no other op of that thread contains."""
+    kept: list[dict] = []
+    ends: dict[Any, float] = {}
+    for event in sorted(events, key=lambda e: (float(e["ts"]), -float(e["dur"]))):
+        end = float(event["ts"]) + float(event["dur"])
+        if float(event["ts"]) >= ends.get(event.get("tid"), float("-inf")):
+            kept.append(event)
+            ends[event.get("tid")] = end
+    return kept
+
+
+def spans_of_trace(path: str, gpu: bool) -> tuple[list[Span], tuple[float, float]]:
+    """The spans of a torch Chrome trace (GPU kernels, or the CPU's outermost aten ops) and the window of
+    the `WINDOW` annotation; ValueError where the trace has no window."""
+    events = _events(path)
+    window = [e for e in events if e.get("name") == WINDOW and str(e.get("cat", "")).lower() == "user_annotation"]
+    if not window:
+        raise ValueError(f"the torch trace {path} has no {WINDOW} annotation")
+    low = _span(window[0])
+    if gpu:
+        kinds = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")
+        chosen = [e for e in events if str(e.get("cat", "")).lower() in kinds]
+    else:
+        ops = [e for e in events if str(e.get("cat", "")).lower() == "cpu_op" and str(e.get("name", "")).startswith("aten::")]
+        chosen = _outermost(ops)
+    return [_span(e) for e in chosen], (low.start_s, low.end_s)
+
+
+def trace_path(trace_dir: str | None) -> tuple[str, tempfile.TemporaryDirectory | None]:
+    """Where the trace is written: in the user's folder (kept), else in a temporary one (removed)."""
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
+        return os.path.join(trace_dir, f"torch-trace-{os.getpid()}.json"), None
+    scratch = tempfile.TemporaryDirectory(prefix="harness-profile-")
+    return os.path.join(scratch.name, "trace.json"), scratch
+
+
+def capture(step: Callable[[], Any], device, steps: int, trace_dir: str | None) -> Capture:
+    """Run one step, then `steps` steps under torch.profiler inside the window annotation (the device waited
+    for before it closes); the breakdown's capture. Raises where the profiler cannot run."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    gpu = device.type == "cuda"
+    sync = (lambda: torch.cuda.synchronize(device)) if gpu else (lambda: None)
+    step()
+    sync()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
+    with profile(activities=activities) as prof:
+        with record_function(WINDOW):
+            for _ in range(steps):
+                step()
+            sync()
+    path, scratch = trace_path(trace_dir)
+    try:
+        prof.export_chrome_trace(path)
+        spans, window = spans_of_trace(path, gpu)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    if gpu and not spans:
+        raise RuntimeError("torch.profiler saw no CUDA kernel in the profiled steps (is CUPTI missing?)")
+    source = "torch.profiler: " + ("CUDA kernels, copies and sets (CUPTI)" if gpu else "outermost aten ops per thread")
+    return Capture(source=source, activity="gpu" if gpu else "cpu", spans=spans, window=window, steps=steps,
+                   rules=TORCH_RULES, trace=None if scratch is not None else path)

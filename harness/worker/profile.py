@@ -1,0 +1,196 @@
+"""Where a step's time goes: a neutral breakdown from the framework's own profiler, after the timed blocks.
+
+A backend's device captures a few more steps with its framework's profiler (`Device.profile`) and hands
+back a `Capture`: the spans it saw (GPU kernels on their streams, or on the CPU the framework's top-level
+ops on their threads), the wall-clock window of the profiled steps on the same clock, and its own table
+of `Rules` (kernel or op name -> class). Everything else is written once here:
+
+- each instant of the window covered by no span is `idle` (host work, launch and synchronisation gaps);
+  it is measured from the timeline, never taken as a remainder;
+- an instant covered by several spans at once (streams side by side, a copy beside compute, a
+  collective beside a kernel) is counted once, shared equally among the spans running then, so the
+  classes plus `idle` add up to the window; `overlap_s` says how much of the spans' own time ran beside
+  another span;
+- `other` is what no rule of the backend's table matched, and `other_share` its part of the busy time,
+  so that a table falling behind a framework's new kernel names shows.
+
+docs/profile.md gives the classes, their rules and how to read a breakdown.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+#: The classes of a breakdown, in display order; `idle` is beside them, never one of them.
+CLASSES = ("conv", "matmul", "norm", "elementwise", "reduce", "layout", "copy", "comm", "other")
+#: A GPU step whose window exceeds its busy time by this factor waits on the host (launch-bound).
+HOST_BOUND_RATIO = 1.25
+#: How many kernels or ops by time a breakdown lists.
+TOP_KERNELS = 10
+#: Profiled steps after the timed blocks (the first of them, warm-up for the profiler, is not counted).
+PROFILED_STEPS = 5
+
+
+#: The NVIDIA libraries' kernel names, which no framework owns (cuDNN, cuBLAS, CUTLASS, NCCL, the CUDA
+#: runtime's copies): a backend's table puts its own framework's names first and ends with these. Order
+#: matters: cuDNN's batch-norm kernels name a layout (`bn_fw_tr_1C11_kernel_NCHW`), its convolutions a GEMM
+#: (`sm90_xmma_fprop_implicit_gemm`), and a convolution's kernel a layout (`..._nhwckrsc_nhwc`).
+GPU_LIBRARY_RULES: list[tuple[str, str]] = [
+    ("comm", r"nccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv"),
+    ("copy", r"memcpy|memset|\bdtod\b|\bhtod\b|\bdtoh\b"),
+    ("norm", r"\bbn_(fw|bw)|bn_fwd|bn_bwd|batch_?norm|layer_?norm|welford|cudnn::bn_"),
+    ("conv", r"fprop|dgrad|wgrad|implicit_?gemm|implicit_convolve|winograd|conv2d|convolve|conv_|_conv|"
+             r"scudnn|explicit_convolve"),
+    ("matmul", r"gemm|cublas|cutlass|s16816|s1688|h16816|xmma|\bmma\b|matmul"),
+    ("layout", r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose|permute|swizzle"),
+    ("other", r"redzone"),  # autotuning's buffer checks (TensorFlow, XLA): neither compute nor a copy
+    ("reduce", r"reduc|softmax|pool"),
+    ("elementwise", r"elementwise|eigenmetakernel|vectorized|unrolled|pointwise|apply_|scale|fill"),
+]
+
+
+@dataclass(frozen=True)
+class Span:
+    """One kernel (or CPU op) on the profiler's timeline: its name, start and end in seconds, its lane
+    (stream or thread)."""
+
+    name: str
+    start_s: float
+    end_s: float
+    lane: str = ""
+
+
+class Rules:
+    """A backend's table of classes: ordered (class, regular expression) pairs, the first match wins,
+    matched case-insensitively anywhere in the name; a name no rule matches is `other`."""
+
+    def __init__(self, table: list[tuple[str, str]]):
+        unknown = sorted({cls for cls, _ in table} - set(CLASSES))
+        if unknown:
+            raise ValueError(f"unknown breakdown classes {unknown}; expected one of {', '.join(CLASSES)}")
+        self.table = [(cls, re.compile(pattern, re.IGNORECASE)) for cls, pattern in table]
+
+    def classify(self, name: str) -> str:
+        """The class of a kernel or op name."""
+        for cls, pattern in self.table:
+            if pattern.search(name):
+                return cls
+        return "other"
+
+
+@dataclass
+class Capture:
+    """What a backend's profiler saw of `steps` steps."""
+
+    #: the profiler and what it recorded, in words (`torch.profiler: CUDA kernels`)
+    source: str
+    #: `gpu` (device kernels) or `cpu` (the framework's ops on the host's threads)
+    activity: str
+    spans: list[Span]
+    #: (start, end) of the profiled steps, seconds on the spans' clock, the device waited for at the end
+    window: tuple[float, float]
+    steps: int
+    rules: Rules
+    #: where the framework's raw trace was written, if it was kept
+    trace: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def covered_shares(spans: list[Span], window: tuple[float, float]) -> list[float]:
+    """Each span's share of the window's covered time: every instant inside the window that several spans
+    cover is split equally among them, so the shares add up to the covered time exactly."""
+    low, high = window
+    points = []
+    for i, span in enumerate(spans):
+        start, end = max(span.start_s, low), min(span.end_s, high)
+        if end > start:
+            points += [(start, 1, i), (end, -1, i)]
+    points.sort(key=lambda p: (p[0], p[1]))  # ends before starts at the same instant
+    shares = [0.0] * len(spans)
+    active: set[int] = set()
+    last = low
+    for t, kind, i in points:
+        if active and t > last:
+            each = (t - last) / len(active)
+            for j in active:
+                shares[j] += each
+        last = t
+        if kind > 0:
+            active.add(i)
+        else:
+            active.discard(i)
+    return shares
+
+
+def _top(spans: list[Span], classes: list[str], steps: int) -> list[dict]:
+    """The kernels (ops) with the most own time: name, class, count and milliseconds per step."""
+    by_name: dict[str, list] = {}
+    for span, cls in zip(spans, classes):
+        entry = by_name.setdefault(span.name, [cls, 0, 0.0])
+        entry[1] += 1
+        entry[2] += span.end_s - span.start_s
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][2])[:TOP_KERNELS]
+    return [{"name": name[:200], "class": cls, "count_per_step": count / steps, "ms_per_step": 1e3 * total / steps}
+            for name, (cls, count, total) in ranked]
+
+
+def breakdown(capture: Capture, timed_step_s: float | None) -> dict[str, Any]:
+    """The record's `profile` of a capture: per step, seconds in each class and `idle`, the busy and
+    overlapping time, the unclassified share, the top kernels, and how the window's step compares with
+    the timed `step_time_s` of the same record."""
+    steps = max(int(capture.steps), 1)
+    low, high = capture.window
+    inside = [s for s in capture.spans if s.end_s > low and s.start_s < high]
+    classes = [capture.rules.classify(s.name) for s in inside]
+    shares = covered_shares(inside, capture.window)
+    per_class = dict.fromkeys(CLASSES, 0.0)
+    for cls, share in zip(classes, shares):
+        per_class[cls] += share / steps
+    busy = sum(per_class.values())
+    step = (high - low) / steps
+    own = sum(min(s.end_s, high) - max(s.start_s, low) for s in inside) / steps
+    out: dict[str, Any] = {
+        "source": capture.source, "activity": capture.activity, "steps": steps,
+        "step_s": step, "classes_s": per_class, "idle_s": max(step - busy, 0.0), "busy_s": busy,
+        "overlap_s": max(own - busy, 0.0), "other_share": per_class["other"] / busy if busy > 0 else None,
+        "spans_per_step": len(inside) / steps,
+        "timed_step_s": timed_step_s,
+        "vs_timed_pct": 100.0 * (step / timed_step_s - 1.0) if timed_step_s else None,
+        "top": _top(inside, classes, steps), "trace": capture.trace,
+    }
+    if capture.activity == "gpu":
+        out.update(host_bound=bool(step > HOST_BOUND_RATIO * busy), gpu_idle_fraction=out["idle_s"] / step if step else None)
+    if capture.notes:
+        out["notes"] = list(capture.notes)
+    return out
+
+
+def launch_bound_warning(profile: dict) -> str | None:
+    """The record's warning for a GPU step that waits on the host, from its breakdown; None otherwise."""
+    if not profile.get("host_bound") or profile.get("gpu_idle_fraction") is None:
+        return None
+    return (f"launch-bound: the GPU is idle {100 * profile['gpu_idle_fraction']:.0f}% of the profiled step waiting "
+            "for the host (a whole-step graph or a compiler launches fewer kernels)")
+
+
+def profile_run(capture_steps: Callable[[int, str | None], Capture], timed_step_s: float | None,
+                measure: dict, warnings: list[str]) -> dict[str, Any]:
+    """Profile a run after its timed blocks: `capture_steps(steps, trace_dir)` is the device's profiler
+    hook. The breakdown, or `{"error": why}` where the profiler failed: a profiler never fails the run,
+    and the record keeps its timings."""
+    started = time.perf_counter()
+    try:
+        capture = capture_steps(PROFILED_STEPS, measure.get("profile_trace_dir"))
+        out = breakdown(capture, timed_step_s)
+    except Exception as exc:  # noqa: BLE001 - a profiler's failure (no CUPTI, say) is reported, never fatal
+        text = f"{type(exc).__name__}: {exc}".strip()[:500]
+        warnings.append(f"no profile breakdown: {text}")
+        return {"error": text}
+    out["profile_s"] = time.perf_counter() - started
+    warning = launch_bound_warning(out)
+    if warning:
+        warnings.append(warning)
+    return out
