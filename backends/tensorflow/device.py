@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from backends.tensorflow import compat
+from backends.tensorflow import compat, profile
 from harness.errors import Unsupported
 from harness.machine.env import cpu_model
 from harness.seam.adapter import DeviceDefaults
@@ -211,6 +211,12 @@ class TensorFlowDevice(DeviceDefaults):
     def scope(self):
         """Ops created inside run on this device (tf.device), so a step needs no placement of its own."""
         return compat.tf_module().device(self.placement.tf_name)
+
+    def profile(self, step, steps: int, trace_dir: str | None):
+        """TensorFlow's profiler around `steps` more steps (backends.tensorflow.profile): this GPU's stream
+        kernels, or TensorFlow's and XLA's ops on the CPU."""
+        index = int(self.placement.tf_name.rsplit(":", 1)[1]) if self.placement.is_gpu else None
+        return profile.capture(step, index, steps, trace_dir)
 
 
 #: bytes_per_pack of the gradient all-reduce: torch DDP's 25 MiB bucket, so both sides pack alike

@@ -1,0 +1,125 @@
+"""TensorFlow's profiler for the profile breakdown (harness.worker.profile): a few steps after the timed blocks
+under tf.profiler.experimental, its XSpace (`.xplane.pb`) read with the protobuf definitions TensorFlow
+ships (harness.worker.xspace chooses the spans).
+
+On a GPU the spans are the kernels, copies and sets of the GPU's streams; on the CPU, TensorFlow's ops
+(`name:Type` events) and XLA's HLO ops on the host's threads, named by their type.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+from typing import Any, Callable
+
+from backends.tensorflow import compat
+from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules
+from harness.worker.xspace import XEvent, gpu_spans, host_op_spans, window_of
+
+#: The annotation (a TraceMe) around the profiled steps: its span on the host plane is the window.
+WINDOW = "harness.profiled_steps"
+
+#: TensorFlow's and XLA's names first, then the NVIDIA libraries'. XLA's fusions are classed by their kind
+#: (a loop fusion is elementwise, an input fusion a reduction), as one kernel fuses several ops.
+TF_RULES = Rules([
+    ("comm", r"collective|ncclallreduce"),
+    ("copy", r"^_(send|recv)$|_host(send|recv)|copytodevice|memcpy"),
+    ("layout", r"transpose_fusion|copy_fusion|^(loop|input)_\w*transpose|swapdimension|shuffleintensor3|"
+               r"^transpose$|dataformat"),
+    ("matmul", r"^gemm_fusion|triton_gemm|^cublas"),
+    ("reduce", r"^input_\w*fusion|reduce\w*fusion|biasgrad"),
+    ("elementwise", r"^loop_\w*fusion|^fusion(\.\d+|_\d+)?$|^wrapped_"),
+    ("norm", r"batchnorm"),
+    ("conv", r"conv2d|conv3d|depthwiseconv|_fusedconv"),
+    ("matmul", r"matmul|einsum"),
+    ("reduce", r"^(sum|mean|max|min|prod)$|softmax|crossentropy|pool|argmax|l2loss"),
+    ("elementwise", r"^(addv2|add|addn|mul|sub|realdiv|relu|relugrad|cast|biasadd|square|sqrt|rsqrt|neg|maximum|"
+                    r"minimum|select\w*|sigmoid|tanh|exp|log|pow|oneslike|zeroslike|fill|\w*variableop)$|"
+                    r"resourceapply|applygradient|bias(nhwc|nchw)"),
+    *GPU_LIBRARY_RULES,
+])
+
+
+def xplane_module():
+    """TensorFlow's XSpace protobuf module: under tensorflow.tsl from TF 2.12 (2.16+: only there), under
+    tensorflow.core.profiler in the older layout."""
+    try:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    except ImportError:  # TF builds that keep it only in the older place
+        from tensorflow.core.profiler.protobuf import xplane_pb2
+    return xplane_pb2
+
+
+def _kind(plane, metadata, event) -> str:
+    """A host event's op kind: XLA's `hlo_op` stat, or TensorFlow's op type (the `name:Type` events)."""
+    for stat in event.stats:
+        if plane.stat_metadata[stat.metadata_id].name == "hlo_op":
+            return stat.str_value or metadata.name
+    if metadata.display_name and ":" in metadata.name:
+        return metadata.display_name
+    return ""
+
+
+def read_xspace(path: str) -> list[XEvent]:
+    """Every event of an `.xplane.pb` file, its start on the host's clock in ns."""
+    space = xplane_module().XSpace()
+    with open(path, "rb") as fh:
+        space.ParseFromString(fh.read())
+    out = []
+    for plane in space.planes:
+        host = plane.name == "/host:CPU"
+        for line in plane.lines:
+            for event in line.events:
+                metadata = plane.event_metadata[event.metadata_id]
+                out.append(XEvent(plane.name, line.display_name or line.name, metadata.name,
+                                  line.timestamp_ns + event.offset_ps / 1e3, event.duration_ps / 1e3,
+                                  _kind(plane, metadata, event) if host else ""))
+    return out
+
+
+def newest_xspace(logdir: str) -> str:
+    """The `.xplane.pb` the profiler wrote last under logdir; FileNotFoundError where it wrote none."""
+    found = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    if not found:
+        raise FileNotFoundError(f"TensorFlow's profiler wrote no .xplane.pb under {logdir}")
+    return max(found, key=os.path.getmtime)
+
+
+def profiled(step: Callable[[], Any], sync: Callable[[], None], steps: int, logdir: str) -> str:
+    """Run `steps` steps under TensorFlow's profiler inside the window annotation, the devices waited for
+    before it closes; the XSpace file it wrote."""
+    tf = compat.tf_module()
+    tf.profiler.experimental.start(logdir)
+    try:
+        with tf.profiler.experimental.Trace(WINDOW):
+            for _ in range(steps):
+                step()
+            sync()
+    finally:
+        tf.profiler.experimental.stop()
+    return newest_xspace(logdir)
+
+
+def capture(step: Callable[[], Any], gpu_index: int | None, steps: int, trace_dir: str | None) -> Capture:
+    """One step, then `steps` under the profiler; the breakdown's capture (GPU `gpu_index`'s streams, or the
+    host's ops where it is None). Raises where the profiler cannot run or saw nothing."""
+    sync, _ = compat.device_sync()
+    step()
+    sync()
+    scratch = None if trace_dir else tempfile.TemporaryDirectory(prefix="harness-profile-")
+    try:
+        path = profiled(step, sync, steps, trace_dir or scratch.name)
+        events = read_xspace(path)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    window = window_of(events, WINDOW)
+    spans = gpu_spans(events, gpu_index) if gpu_index is not None else host_op_spans(events)
+    if not spans:
+        where = f"GPU {gpu_index}'s streams (is CUPTI missing?)" if gpu_index is not None else "the host's threads"
+        raise RuntimeError(f"TensorFlow's profiler saw no kernel or op on {where}")
+    source = "tf.profiler.experimental (XSpace): " + ("GPU stream kernels, copies and sets" if gpu_index is not None
+                                                      else "TensorFlow and XLA ops on the host's threads")
+    return Capture(source=source, activity="cpu" if gpu_index is None else "gpu", spans=spans, window=window,
+                   steps=steps, rules=TF_RULES, trace=None if scratch is not None else path)
