@@ -25,11 +25,11 @@ WINDOW = "harness.profiled_steps"
 TF_RULES = Rules([
     ("comm", r"collective|ncclallreduce"),
     ("copy", r"^_(send|recv)$|_host(send|recv)|copytodevice|memcpy"),
-    ("layout", r"transpose_fusion|copy_fusion|^(loop|input)_\w*transpose|swapdimension|shuffleintensor3|"
+    ("layout", r"transpose_fusion|copy\w*_fusion|^(loop|input)_\w*transpose|swapdimension|shuffleintensor3|"
                r"^transpose$|dataformat"),
     ("matmul", r"^gemm_fusion|triton_gemm|^cublas"),
     ("reduce", r"^input_\w*fusion|reduce\w*fusion|biasgrad"),
-    ("elementwise", r"^loop_\w*fusion|^fusion(\.\d+|_\d+)?$|^wrapped_"),
+    ("elementwise", r"^loop_\w*fusion|^fusion(\.\d+|_\d+)?$|_fusion(\.\d+|_\d+)?$|^wrapped_"),
     ("norm", r"batchnorm"),
     ("conv", r"conv2d|conv3d|depthwiseconv|_fusedconv"),
     ("matmul", r"matmul|einsum"),

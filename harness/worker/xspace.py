@@ -9,6 +9,7 @@ on the CPU the framework's op events of the host plane, which the backend marks 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from harness.worker.profile import Span
@@ -16,6 +17,8 @@ from harness.worker.profile import Span
 #: The host plane and a GPU's device plane, as the XSpace format names them.
 HOST_PLANE = "/host:CPU"
 GPU_PLANE = "/device:GPU:"
+#: XLA's number of one instance of an HLO op (`convolution.4`)
+INSTANCE = re.compile(r"\.\d+$")
 
 
 @dataclass(frozen=True)
@@ -47,13 +50,17 @@ def window_of(events: list[XEvent], annotation: str) -> tuple[float, float]:
 
 
 def gpu_spans(events: list[XEvent], index: int) -> list[Span]:
-    """The kernels, copies and sets on the streams of GPU `index`."""
+    """The kernels, copies and sets on the streams of GPU `index` (of the one GPU plane there is, where the
+    profiler numbered it otherwise, as it may under CUDA_VISIBLE_DEVICES)."""
+    planes = {e.plane for e in events if e.plane.startswith(GPU_PLANE)}
     plane = f"{GPU_PLANE}{index}"
+    if plane not in planes and len(planes) == 1:
+        plane = planes.pop()
     return [e.span() for e in events
             if e.plane == plane and e.line.startswith("Stream") and e.duration_ns > 0]
 
 
 def host_op_spans(events: list[XEvent]) -> list[Span]:
-    """The framework's ops on the host's threads, each named by its kind (op type, HLO op), so that the rules
-    and the top list see `Conv2D` rather than a layer's name."""
-    return [e.span(e.kind) for e in events if e.plane == HOST_PLANE and e.kind and e.duration_ns > 0]
+    """The framework's ops on the host's threads, each named by its kind (op type, HLO op, without the number
+    XLA gives each instance), so that the rules and the top list see `Conv2D` or `convolution`, not one op."""
+    return [e.span(INSTANCE.sub("", e.kind)) for e in events if e.plane == HOST_PLANE and e.kind and e.duration_ns > 0]

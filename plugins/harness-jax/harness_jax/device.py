@@ -17,7 +17,7 @@ from harness.machine.env import cpu_model
 from harness.seam.adapter import DeviceDefaults
 from harness.spec.devices import gpu_index, normalize_device
 from harness.worker.measure import WallClock
-from harness_jax import TF32_ON_CPU
+from harness_jax import TF32_ON_CPU, profile
 
 #: Environment variables that change what JAX/XLA does, recorded with each run.
 ENV_VARIABLES = (
@@ -228,6 +228,11 @@ class JaxDevice(DeviceDefaults):
         if not stats or "peak_bytes_in_use" not in stats:
             return None
         return int(stats["peak_bytes_in_use"])
+
+    def profile(self, step: Callable[[], Any], steps: int, trace_dir: str | None):
+        """jax.profiler around `steps` more steps (harness_jax.profile): this GPU's stream kernels, or XLA's
+        ops on the CPU."""
+        return profile.capture(step, self.sync, self.jax.id if self.is_gpu else None, steps, trace_dir)
 
     def after_timing(self, step: Callable[[], Any], timing, params, ctx) -> dict:
         """No figures; the warning that `cpu_threads.inter_op` was not applied, where it was asked for."""

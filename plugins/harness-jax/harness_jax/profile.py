@@ -1,0 +1,98 @@
+"""jax.profiler for the profile breakdown (harness.worker.profile): a few steps after the timed blocks under
+jax.profiler's trace, its XSpace read with JAX's own `ProfileData` (harness.worker.xspace chooses the spans).
+
+On a GPU the spans are the kernels, copies and sets of the GPU's streams; on the CPU, XLA's HLO ops (the
+events carrying an `hlo_op` stat) on the host's threads, named by their op.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+from typing import Any, Callable
+
+from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules
+from harness.worker.xspace import XEvent, gpu_spans, host_op_spans, window_of
+
+#: The annotation around the profiled steps: its span on the host plane is the window.
+WINDOW = "harness.profiled_steps"
+
+#: XLA's names first: fusions by their kind (a loop fusion is elementwise, an input fusion a reduction, as
+#: one kernel fuses several HLO ops), then HLO ops, then the NVIDIA libraries'.
+JAX_RULES = Rules([
+    ("comm", r"all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all"),
+    ("copy", r"^copy-(start|done)|memcpy"),
+    ("layout", r"transpose|copy\w*_fusion|^copy(\.\d+)?$"),
+    ("matmul", r"^gemm_fusion|triton_gemm|^cublas|^dot(\.\d+)?$|dot_fusion"),
+    ("conv", r"^convolution|cudnn\$?conv|conv_fusion"),
+    ("reduce", r"^input_\w*fusion|reduce|reduction"),
+    ("elementwise", r"^loop_\w*fusion|^fusion(\.\d+|_\d+)?$|_fusion(\.\d+|_\d+)?$|^wrapped_|ynn_fusion|^(add|multiply|subtract|divide|"
+                    r"maximum|minimum|exponential|rsqrt|sqrt|select|convert|negate|compare)(\.\d+)?$"),
+    *GPU_LIBRARY_RULES,
+])
+
+
+def _kind(event) -> str:
+    """A host event's HLO op (its `hlo_op` stat), or "" for the runtime's own events."""
+    for name, value in event.stats:
+        if name == "hlo_op":
+            return str(value)
+    return ""
+
+
+def read_xspace(path: str) -> list[XEvent]:
+    """Every event of an `.xplane.pb` file through jax.profiler.ProfileData, starts in ns."""
+    from jax.profiler import ProfileData
+
+    out = []
+    for plane in ProfileData.from_file(path).planes:
+        host = plane.name == "/host:CPU"
+        for line in plane.lines:
+            for event in line.events:
+                out.append(XEvent(plane.name, line.name, event.name, float(event.start_ns), float(event.duration_ns),
+                                  _kind(event) if host else ""))
+    return out
+
+
+def profiled(step: Callable[[], Any], sync: Callable[[], None], steps: int, logdir: str) -> str:
+    """Run `steps` steps under jax.profiler inside the window annotation, the device waited for before it
+    closes; the XSpace file it wrote."""
+    import jax
+
+    jax.profiler.start_trace(logdir)
+    try:
+        with jax.profiler.TraceAnnotation(WINDOW):
+            for _ in range(steps):
+                step()
+            sync()
+    finally:
+        jax.profiler.stop_trace()
+    found = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    if not found:
+        raise FileNotFoundError(f"jax.profiler wrote no .xplane.pb under {logdir}")
+    return max(found, key=os.path.getmtime)
+
+
+def capture(step: Callable[[], Any], sync: Callable[[], None], gpu_index: int | None, steps: int,
+            trace_dir: str | None) -> Capture:
+    """One step, then `steps` under jax.profiler; the breakdown's capture (GPU `gpu_index`'s streams, or XLA's
+    ops on the host where it is None). Raises where the profiler cannot run or saw nothing."""
+    step()
+    sync()
+    scratch = None if trace_dir else tempfile.TemporaryDirectory(prefix="harness-profile-")
+    try:
+        path = profiled(step, sync, steps, trace_dir or scratch.name)
+        events = read_xspace(path)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    spans = gpu_spans(events, gpu_index) if gpu_index is not None else host_op_spans(events)
+    if not spans:
+        where = f"GPU {gpu_index}'s streams (is CUPTI missing?)" if gpu_index is not None else "the host's threads"
+        raise RuntimeError(f"jax.profiler saw no kernel or HLO op on {where}")
+    source = "jax.profiler (XSpace): " + ("GPU stream kernels, copies and sets" if gpu_index is not None
+                                          else "XLA's HLO ops on the host's threads")
+    return Capture(source=source, activity="cpu" if gpu_index is None else "gpu", spans=spans,
+                   window=window_of(events, WINDOW), steps=steps, rules=JAX_RULES,
+                   trace=None if scratch is not None else path)
