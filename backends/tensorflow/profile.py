@@ -36,7 +36,7 @@ TF_RULES = Rules([
     ("reduce", r"^(sum|mean|max|min|prod)$|softmax|crossentropy|pool|argmax|l2loss"),
     ("elementwise", r"^(addv2|add|addn|mul|sub|realdiv|relu|relugrad|cast|biasadd|square|sqrt|rsqrt|neg|maximum|"
                     r"minimum|select\w*|sigmoid|tanh|exp|log|pow|oneslike|zeroslike|fill|\w*variableop)$|"
-                    r"resourceapply|applygradient|bias(nhwc|nchw)"),
+                    r"resourceapply|applygradient|apply\w*kernel|bias(nhwc|nchw)"),
     *GPU_LIBRARY_RULES,
 ])
 

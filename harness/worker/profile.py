@@ -43,9 +43,9 @@ GPU_LIBRARY_RULES: list[tuple[str, str]] = [
     ("copy", r"memcpy|memset|\bdtod\b|\bhtod\b|\bdtoh\b"),
     ("norm", r"\bbn_(fw|bw)|bn_fwd|bn_bwd|batch_?norm|layer_?norm|welford|cudnn::bn_"),
     ("conv", r"fprop|dgrad|wgrad|implicit_?gemm|implicit_convolve|winograd|conv2d|convolve|conv_|_conv|"
-             r"scudnn|explicit_convolve"),
-    ("matmul", r"gemm|cublas|cutlass|s16816|s1688|h16816|xmma|\bmma\b|matmul"),
-    ("layout", r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose|permute|swizzle"),
+             r"scudnn|\d{3,5}cudnn|explicit_convolve|im2col|convolution"),
+    ("matmul", r"gemm|cublas|cutlass|nvjet|s16816|s1688|h16816|xmma|\bmma\b|matmul"),
+    ("layout", r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose|permute|swizzle|converttensor"),
     ("other", r"redzone"),  # autotuning's buffer checks (TensorFlow, XLA): neither compute nor a copy
     ("reduce", r"reduc|softmax|pool"),
     ("elementwise", r"elementwise|eigenmetakernel|vectorized|unrolled|pointwise|apply_|scale|fill"),

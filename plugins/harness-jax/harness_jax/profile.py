@@ -21,7 +21,7 @@ WINDOW = "harness.profiled_steps"
 #: XLA's names first: fusions by their kind (a loop fusion is elementwise, an input fusion a reduction, as
 #: one kernel fuses several HLO ops), then HLO ops, then the NVIDIA libraries'.
 JAX_RULES = Rules([
-    ("comm", r"all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all"),
+    ("comm", r"nccl|all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all"),
     ("copy", r"^copy-(start|done)|memcpy"),
     ("layout", r"transpose|copy\w*_fusion|^copy(\.\d+)?$"),
     ("matmul", r"^gemm_fusion|triton_gemm|^cublas|^dot(\.\d+)?$|dot_fusion"),

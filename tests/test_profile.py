@@ -1,0 +1,132 @@
+"""The profile breakdown's rules and arithmetic, framework-free: each backend's table on kernel and op names
+from real profiles (tests/fixtures/profile_kernels.json), how overlap and idle are counted, a failing
+profiler, the `measure.profile` field and the record's `profile`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from backends.tensorflow.profile import TF_RULES
+from backends.torch.profile import TORCH_RULES, spans_of_trace
+from harness.errors import InputError
+from harness.results.record import FIELDS, Result
+from harness.spec.scenario import load_scenario
+from harness.worker.profile import CLASSES, Capture, Rules, Span, breakdown, covered_shares, profile_run
+from harness.worker.xspace import XEvent, gpu_spans, host_op_spans, window_of
+from harness_jax.profile import JAX_RULES
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TABLES = {"torch": TORCH_RULES, "tensorflow": TF_RULES, "jax": JAX_RULES}
+NAMES = json.loads((FIXTURES / "profile_kernels.json").read_text())["names"]
+CASES = [(table, entry["name"], entry["class"]) for entry in NAMES for table in entry["tables"]]
+
+
+@pytest.mark.parametrize("table,name,expected", CASES, ids=[f"{t}-{n[:40]}" for t, n, _ in CASES])
+def test_each_backend_table_classes_real_kernel_and_op_names(table, name, expected):
+    assert TABLES[table].classify(name) == expected
+
+
+def test_every_class_is_reached_by_the_fixtures_and_unknown_names_are_other():
+    assert {entry["class"] for entry in NAMES} == set(CLASSES)
+    assert all(rules.classify("some_kernel_nobody_named") == "other" for rules in TABLES.values())
+
+
+def test_a_table_naming_an_unknown_class_is_refused():
+    with pytest.raises(ValueError, match="unknown breakdown classes"):
+        Rules([("attention", "flash")])
+
+
+RULES = Rules([("conv", "conv"), ("matmul", "gemm"), ("copy", "memcpy")])
+
+
+def capture(spans, window=(0.0, 10.0), steps=2, activity="gpu") -> Capture:
+    return Capture(source="test", activity=activity, spans=spans, window=window, steps=steps, rules=RULES)
+
+
+def test_overlapping_spans_are_counted_once_and_shared_while_they_overlap():
+    spans = [Span("conv_a", 0.0, 4.0), Span("memcpy", 2.0, 6.0)]
+    assert covered_shares(spans, (0.0, 10.0)) == pytest.approx([3.0, 3.0])
+    out = breakdown(capture(spans), timed_step_s=5.0)
+    assert out["busy_s"] == pytest.approx(3.0)  # 6 s covered over 2 steps
+    assert out["overlap_s"] == pytest.approx(1.0)  # 8 s of own time, 6 covered
+    assert out["classes_s"]["conv"] == pytest.approx(1.5) and out["classes_s"]["copy"] == pytest.approx(1.5)
+
+
+def test_idle_is_the_window_covered_by_no_span_and_classes_plus_idle_make_the_step():
+    spans = [Span("conv_a", 1.0, 2.0), Span("gemm_b", 3.0, 5.0), Span("mystery", 5.0, 6.0), Span("late", 11.0, 12.0)]
+    out = breakdown(capture(spans), timed_step_s=4.0)
+    assert out["step_s"] == pytest.approx(5.0)
+    assert out["idle_s"] == pytest.approx(3.0)  # 0-1, 2-3, 6-10: 6 s over 2 steps; the span after the window is out
+    assert sum(out["classes_s"].values()) + out["idle_s"] == pytest.approx(out["step_s"])
+    assert out["other_share"] == pytest.approx(0.25)
+    assert out["vs_timed_pct"] == pytest.approx(25.0)
+    assert out["host_bound"] is True and out["gpu_idle_fraction"] == pytest.approx(0.6)
+    assert out["top"][0] == {"name": "gemm_b", "class": "matmul", "count_per_step": 0.5, "ms_per_step": 1000.0}
+
+
+def test_a_cpu_breakdown_says_nothing_of_the_gpu_waiting():
+    out = breakdown(capture([Span("conv", 0.0, 10.0)], activity="cpu"), timed_step_s=None)
+    assert "host_bound" not in out and out["vs_timed_pct"] is None and out["idle_s"] == 0.0
+
+
+def test_a_failing_profiler_gives_its_reason_and_never_raises():
+    def broken(steps, where):
+        raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    warnings: list[str] = []
+    out = profile_run(broken, 0.1, {"profile": True}, warnings)
+    assert out == {"error": "RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"}
+    assert warnings == ["no profile breakdown: RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"]
+
+
+def test_a_launch_bound_gpu_step_is_warned_of_from_the_breakdown():
+    warnings: list[str] = []
+    out = profile_run(lambda steps, where: capture([Span("conv", 0.0, 2.0)], steps=1), 10.0, {}, warnings)
+    assert out["host_bound"] and warnings and warnings[0].startswith("launch-bound: the GPU is idle 80%")
+
+
+def test_torch_trace_gives_kernels_within_the_window_annotation(tmp_path):
+    trace = {"traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "harness.profiled_steps", "ts": 100, "dur": 50, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "ts": 101, "dur": 10, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::convolution", "ts": 102, "dur": 8, "tid": 1},
+        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_fprop_implicit_gemm", "ts": 120, "dur": 5,
+         "args": {"stream": 7}},
+    ]}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
+    spans, window = spans_of_trace(str(path), gpu=True)
+    assert [s.name for s in spans] == ["sm90_xmma_fprop_implicit_gemm"] and window == pytest.approx((1e-4, 1.5e-4))
+    spans, _ = spans_of_trace(str(path), gpu=False)
+    assert [s.name for s in spans] == ["aten::conv2d"]  # the nested aten::convolution is part of it
+
+
+def test_xspace_spans_are_a_gpus_stream_events_or_the_hosts_ops():
+    events = [XEvent("/host:CPU", "python", "harness.profiled_steps", 0, 100),
+              XEvent("/host:CPU", "tf_Compute", "conv1/Conv2D:Conv2D", 10, 20, kind="Conv2D"),
+              XEvent("/host:CPU", "tf_Compute", "convolution.4", 40, 20, kind="convolution.4"),
+              XEvent("/device:GPU:0", "Stream #14(Compute)", "loop_add_fusion", 30, 5),
+              XEvent("/device:GPU:0", "XLA Ops", "add.1", 30, 5)]
+    assert window_of(events, "harness.profiled_steps") == (0.0, 1e-7)
+    assert [s.name for s in gpu_spans(events, 0)] == ["loop_add_fusion"]
+    assert [s.name for s in host_op_spans(events)] == ["Conv2D", "convolution"]
+
+
+def test_measure_profile_takes_a_boolean_only(tmp_path):
+    path = tmp_path / "s.yaml"
+    base = "name: t\nworkload: gemm\nparams: {size: 64}\nbackends: [torch]\ndevices: [cpu]\nmeasure: {profile: %s}\n"
+    path.write_text(base % "true")
+    assert load_scenario(path).measure.profile is True
+    path.write_text(base % "3")
+    with pytest.raises(InputError) as info:
+        load_scenario(path)
+    assert "measure.profile" in str(info.value) and "s.yaml" in str(info.value)
+
+
+def test_profile_is_a_record_field_kept_through_a_row():
+    assert "profile" in FIELDS and Result().profile == {}
+    record = Result.from_dict({"profile": {"classes_s": {"conv": 0.01}, "idle_s": 0.002}})
+    assert Result.from_dict(record.to_dict()).profile["classes_s"] == {"conv": 0.01}

@@ -1,0 +1,65 @@
+"""A profiled CPU run of each backend gives a well-formed breakdown; profiling off leaves the record as it was.
+
+Tiny sizes (ResNet-50 at 32x32 or 64x64 images, batch 2, one timed step a block): the breakdown's shape and
+its arithmetic are what is checked here, not the CPU's figures. TensorFlow and JAX are imported by the
+runs, never when this file is collected (tests/test_tf_backend.py says why).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from harness.seam.backend import available_backends
+from harness.worker.profile import CLASSES
+from tests.specs import backend_spec, run_backend
+
+MEASURE = {"warmup": 0, "steps": 1, "repeats": 2}
+TINY = {"batch_size": 2, "image_size": 32, "num_classes": 10}
+
+
+def profiled(backend: str, params: dict, **measure) -> dict:
+    spec = backend_spec(backend, "resnet50_train", {**TINY, **params}, {**MEASURE, "profile": True, **measure})
+    return run_backend(available_backends()[backend], spec)
+
+
+def assert_well_formed(profile: dict, source: str, conv_op: str) -> None:
+    assert "error" not in profile, profile.get("error")
+    assert profile["activity"] == "cpu" and profile["source"].startswith(source)
+    assert set(profile["classes_s"]) == set(CLASSES)
+    assert all(v >= 0 for v in profile["classes_s"].values()) and profile["idle_s"] >= 0
+    # idle is measured, not a remainder: the classes plus idle make the profiled window's step exactly
+    assert sum(profile["classes_s"].values()) + profile["idle_s"] == pytest.approx(profile["step_s"], rel=1e-6)
+    assert profile["classes_s"]["conv"] > 0
+    assert profile["steps"] >= 1 and profile["timed_step_s"] > 0 and profile["vs_timed_pct"] is not None
+    assert conv_op in [k["name"] for k in profile["top"]]
+    assert 0 <= profile["other_share"] < 0.2
+
+
+def test_torch_cpu_run_profiled(tmp_path):
+    result = profiled("torch", {}, profile_trace_dir=str(tmp_path))
+    assert_well_formed(result["profile"], "torch.profiler", "aten::convolution_backward")
+    assert result["profile"]["trace"].startswith(str(tmp_path))  # the raw trace, kept where asked
+    assert result["status"] == "ok" and len(result["samples"]) == 2
+
+
+def test_profiling_off_leaves_the_record_without_a_profile():
+    spec = backend_spec("torch", "resnet50_train", TINY, MEASURE)
+    result = run_backend(available_backends()["torch"], spec)
+    assert "profile" not in result and result["status"] == "ok"
+    assert not any(k in result["timing"] for k in ("device_busy_step_s", "gpu_idle_fraction", "host_bound"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="tensorflow is not installed")
+def test_tensorflow_cpu_run_profiled():
+    result = profiled("tensorflow", {"image_size": 64, "memory_format": "channels_last", "execution": "graph"})
+    assert_well_formed(result["profile"], "tf.profiler", "Conv2DBackpropInput")
+    assert result["profile"]["trace"] is None  # not asked to keep it
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("harness_jax") is None,
+                    reason="the JAX plugin needs jax, which this era does not install")
+def test_jax_cpu_run_profiled():
+    result = profiled("jax", {"execution": "compiled"})
+    assert_well_formed(result["profile"], "jax.profiler", "convolution")
