@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from harness.errors import InputError
+from harness.present.breakdown import breakdown_text
 from harness.present.comparison import comparison_text, regression_lines
 from harness.results.compare import (
     MIN_EFFECT_PCT,
@@ -14,6 +15,7 @@ from harness.results.compare import (
     parse_by,
     session_baseline,
 )
+from harness.results.compare.breakdown import breakdown_pairs
 
 FORMATS = ("table", "csv", "json", "markdown")
 
@@ -36,7 +38,10 @@ FORMATS = ("table", "csv", "json", "markdown")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--wide", is_flag=True,
               help="Every column and every warning in full, however wide (the table fits the terminal otherwise).")
-def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fmt, wide) -> None:
+@click.option("--breakdown", is_flag=True,
+              help="Where each side's step goes instead of its speed: its profile classes (ms per step) beside its "
+                   "baseline's, with the difference (records run with --profile; table or json).")
+def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fmt, wide, breakdown) -> None:
     """Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.
 
     Each stored run is one worker process and gives one sample (its median); a verdict needs at
@@ -55,6 +60,11 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
     records = load_records(store_path, sessions)
     if by == ["session_id"]:
         baseline = session_baseline(records, sessions, baseline)
+    if breakdown:
+        if fmt not in ("table", "json"):
+            raise InputError(f"--breakdown --format {fmt}: expected table or json", field="--format")
+        click.echo(breakdown_text(breakdown_pairs(records, by, baseline), fmt), nl=False)
+        return
     table = compare(records, by, baseline, metric, min_effect=min_effect)
     click.echo(comparison_text(table, fmt, wide=wide, records=records, by=by, metric=metric), nl=False)
     if fail_pct is not None:

@@ -5,6 +5,7 @@ warning."""
 from __future__ import annotations
 
 from harness.errors import InputError
+from harness.present.report.breakdown import breakdown_section
 from harness.present.report.page import CELL_CHARS, Section, cell_text
 from harness.present.report.plots import (
     PLOT_KINDS,
@@ -187,6 +188,9 @@ def build_sections(records, sessions: list[dict] | None = None) -> list[Section]
     scaling = scaling_section(ok_records(records))
     if scaling is not None:
         sections.append(scaling)
+    profiled = breakdown_section(not_probes(records))
+    if profiled is not None:
+        sections.append(profiled)
 
     devices = Section("Device ratios: measured beside datasheet")
     ratios = device_ratio_rows(ok_records(records))

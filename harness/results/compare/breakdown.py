@@ -1,0 +1,131 @@
+"""The profile breakdowns of compared sides, paired as `harness compare` pairs sides: per match group, each
+compared value's classes next to its baseline's, with the difference in milliseconds per step.
+
+Each record's `profile` (harness.worker.profile) gives seconds per step in each class and `idle`; a side
+with several processes gives their mean. Records without a breakdown take no part; a group where only
+one side has one says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.errors import InputError
+from harness.results import stats
+from harness.results.compare.pairing import label, resolve_baseline
+from harness.results.compare.records import (
+    field_value,
+    hashable,
+    match_key,
+    ok_records,
+    parse_by,
+)
+from harness.results.record import Result
+from harness.worker.profile import CLASSES
+
+#: The rows of a breakdown: the classes, then the time no kernel covered.
+PARTS = (*CLASSES, "idle")
+
+
+def profile_ms(record: Result) -> dict[str, float] | None:
+    """Milliseconds per step in each class and `idle` of a record's breakdown; None where it has none."""
+    profile = record.profile if isinstance(record.profile, dict) else {}
+    classes = profile.get("classes_s")
+    if not isinstance(classes, dict) or profile.get("idle_s") is None:
+        return None
+    return {**{c: 1e3 * float(classes.get(c) or 0.0) for c in CLASSES}, "idle": 1e3 * float(profile["idle_s"])}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One compared value's breakdown in a match group: the mean over its profiled processes."""
+
+    label: str
+    ms: dict[str, float]
+    processes: int
+    #: the timed step, ms (median of the processes' step_time_s), beside the profiled one
+    timed_ms: float | None
+    activity: str
+
+    @classmethod
+    def of(cls, name: str, records: list[Result]) -> "Side | None":
+        """The side of these records; None where none of them has a breakdown."""
+        found = [(r, ms) for r in records if (ms := profile_ms(r)) is not None]
+        if not found:
+            return None
+        mean = {p: sum(ms[p] for _, ms in found) / len(found) for p in PARTS}
+        timed = [r.step_time_s for r, _ in found if r.step_time_s]
+        return cls(name, mean, len(found), 1e3 * stats.median(timed) if timed else None,
+                   str(found[0][0].profile.get("activity", "")))
+
+    @property
+    def step_ms(self) -> float:
+        """The profiled step: every class plus idle."""
+        return sum(self.ms.values())
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A compared side beside its baseline, in one match group (`where`: what the group holds fixed)."""
+
+    where: dict
+    baseline: Side
+    value: Side
+
+    def diff_ms(self, part: str) -> float:
+        """The side's milliseconds per step in `part` minus the baseline's."""
+        return self.value.ms[part] - self.baseline.ms[part]
+
+    def sentence(self, most: int = 4) -> str:
+        """`VALUE vs BASELINE: +X ms elementwise, +Y ms reduce, ...`, the largest differences first."""
+        ranked = sorted(PARTS, key=lambda p: -abs(self.diff_ms(p)))[:most]
+        parts = ", ".join(f"{self.diff_ms(p):+.2f} ms {p}" for p in ranked)
+        total = self.value.step_ms - self.baseline.step_ms
+        return f"{self.value.label} vs {self.baseline.label}: {total:+.2f} ms a step ({parts})"
+
+    def as_dict(self) -> dict:
+        """The pair as plain data (JSON): the group, both sides' ms per step and the differences."""
+        return {"where": self.where, "baseline": self.baseline.label, "value": self.value.label,
+                "baseline_ms": self.baseline.ms, "value_ms": self.value.ms,
+                "diff_ms": {p: self.diff_ms(p) for p in PARTS},
+                "baseline_step_ms": self.baseline.step_ms, "value_step_ms": self.value.step_ms,
+                "baseline_timed_ms": self.baseline.timed_ms, "value_timed_ms": self.value.timed_ms,
+                "baseline_processes": self.baseline.processes, "value_processes": self.value.processes}
+
+
+def _groups(records: list[Result], by: list[str]) -> tuple[list[tuple], dict]:
+    order: list[tuple] = []
+    groups: dict[tuple, dict[tuple, list[Result]]] = {}
+    for record in records:
+        value = tuple(hashable(field_value(record, f)) for f in by)
+        if value not in order:
+            order.append(value)
+        groups.setdefault(match_key(record, by), {}).setdefault(value, []).append(record)
+    return order, groups
+
+
+def breakdown_pairs(records, by, baseline: str | None = None) -> list[Pair]:
+    """Each compared value's breakdown beside its match group's baseline (the value named, else the first
+    seen), for the ok records that carry a breakdown. InputError where no record has one, or no two
+    profiled sides differ only in the compared fields."""
+    by = parse_by([by] if isinstance(by, str) else by)
+    profiled = [r for r in ok_records(records) if profile_ms(r) is not None]
+    if not profiled:
+        raise InputError("--breakdown: no ok result carries a profile breakdown; run with --profile "
+                         "(or measure.profile: true) first", field="--breakdown")
+    order, groups = _groups(profiled, by)
+    wanted = resolve_baseline(baseline, by, order) if baseline is not None else None
+    pairs = []
+    for key, sides in groups.items():
+        base_value = wanted if wanted is not None else min(sides, key=order.index)
+        if base_value not in sides or len(sides) < 2:
+            continue
+        base = Side.of(label(base_value), sides[base_value])
+        where = {name.removeprefix("params."): value for name, value in key}
+        for value in sorted((v for v in sides if v != base_value), key=order.index):
+            pairs.append(Pair(where, base, Side.of(label(value), sides[value])))
+    if not pairs:
+        seen = ", ".join(repr(label(v)) for v in order)
+        raise InputError(f"--breakdown --by {','.join(by)}: no two profiled results differ only in "
+                         f"{', '.join(by)} (profiled values: {seen})", field="--by")
+    return pairs
