@@ -142,10 +142,14 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="With --nnodes: node 0's address for torchrun's rendezvous (ports PORT..PORT+31 are used).")
 @click.option("--rdzv-id", default=None, metavar="ID", expose_value=False, callback=_cluster_flag,
               help="With --nnodes: a name shared by the nodes of one session (torchrun's --rdzv-id prefix).")
+@click.option("--profile", is_flag=True,
+              help="After each run's timed blocks, profile a few more steps with the framework's own profiler: the "
+                   "record's `profile` breakdown (measure.profile=true; docs/profile.md).")
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
 @click.option("--wide", is_flag=True, help="The summary table with every column and note in full, however wide.")
 def command(scenario_file, backends, devices, overrides, store_path, timeout, max_runs, dry_run, resume,
-            find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, quiet, wide) -> None:
+            find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, profile, quiet,
+            wide) -> None:
     """Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).
 
     Shows each run as it goes (on a terminal one live line: phase, rate so far, time left; else a
@@ -156,7 +160,8 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     capacity = {k: v for k, v in (("start", capacity_start), ("limit", capacity_limit),
                                   ("resolution", capacity_resolution)) if v is not None}
     request = SessionRequest(scenario_file=scenario_file, resume=resume, backends=tuple(backends),
-                             devices=tuple(devices), overrides=tuple(overrides), store_path=store_path, timeout=timeout,
+                             devices=tuple(devices), store_path=store_path, timeout=timeout,
+                             overrides=tuple(overrides) + (("measure.profile=true",) if profile else ()),
                              max_runs=max_runs, find_max_batch=find_max_batch, capacity=capacity,
                              memory_limit=memory_limit, command=shlex.join(["harness"] + sys.argv[1:]))
     with trap_signals():  # from the start: Ctrl-C at any moment ends cleanly, with the session marked
