@@ -130,3 +130,11 @@ def test_profile_is_a_record_field_kept_through_a_row():
     assert "profile" in FIELDS and Result().profile == {}
     record = Result.from_dict({"profile": {"classes_s": {"conv": 0.01}, "idle_s": 0.002}})
     assert Result.from_dict(record.to_dict()).profile["classes_s"] == {"conv": 0.01}
+
+
+def test_a_device_without_a_profiler_says_so_in_the_record():
+    from harness.seam.adapter import DeviceDefaults
+
+    warnings: list[str] = []
+    out = profile_run(lambda steps, where: DeviceDefaults().profile(lambda: None, steps, where), 0.1, {}, warnings)
+    assert out["error"].startswith("Unsupported: this backend has no profiler hook")

@@ -445,7 +445,8 @@ def test_torch_and_host_oom_types_are_out_of_memory():
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
 @pytest.mark.parametrize("execution", ["eager", "cuda_graph"])
 def test_gemm_on_cuda_is_correct_and_times_with_events(precision, execution):
-    spec = make_spec("gemm", {"size": 512, "precision": precision, "execution": execution}, {"warmup": 2, "steps": 5, "repeats": 3}, device="cuda:0")
+    spec = make_spec("gemm", {"size": 512, "precision": precision, "execution": execution},
+                     {"warmup": 2, "steps": 5, "repeats": 3, "profile": True}, device="cuda:0")
     try:
         result = execute(spec)
     except Unsupported as exc:
@@ -454,7 +455,7 @@ def test_gemm_on_cuda_is_correct_and_times_with_events(precision, execution):
     assert result["checks"]["correct"] is True
     assert all(d is not None and d > 0 for d in result["timing"]["block_device_s"])
     assert result["peak_allocated_bytes"] > 0
-    assert result["timing"]["device_busy_step_s"] > 0
+    assert result["profile"]["busy_s"] > 0 and result["profile"]["classes_s"]["matmul"] > 0
 
 
 @pytest.mark.gpu
@@ -463,7 +464,7 @@ def test_gemm_on_cuda_is_correct_and_times_with_events(precision, execution):
 @pytest.mark.parametrize("precision", ["fp32", "amp_bf16", "amp_fp16"])
 def test_resnet_on_cuda_runs_each_execution_or_says_why(execution, precision):
     spec = resnet(precision=precision, execution=execution, memory_format="channels_last", device="cuda:0",
-                  measure={"warmup": 1, "steps": 2, "repeats": 2})
+                  measure={"warmup": 1, "steps": 2, "repeats": 2, "profile": True})
     ctx = RunContext()
     try:
         result = execute(spec, ctx)
@@ -472,9 +473,9 @@ def test_resnet_on_cuda_runs_each_execution_or_says_why(execution, precision):
         return
     assert math.isfinite(result["checks"]["loss_first"]) and math.isfinite(result["checks"]["loss_last"])
     assert result["peak_allocated_bytes"] > 0
-    timing = result["timing"]
-    assert timing["device_busy_step_s"] > 0 and isinstance(timing["host_bound"], bool)
-    assert any(w.startswith("launch-bound") for w in ctx.warnings) == timing["host_bound"]
+    profile = result["profile"]
+    assert profile["busy_s"] > 0 and isinstance(profile["host_bound"], bool)
+    assert any(w.startswith("launch-bound") for w in ctx.warnings) == profile["host_bound"]
     assert result["api"]["execution"].startswith({"eager": "eager", "cuda_graph": "torch.cuda.CUDAGraph"}[execution])
 
 
