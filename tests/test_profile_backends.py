@@ -58,8 +58,8 @@ def test_tensorflow_cpu_run_profiled():
     assert result["profile"]["trace"] is None  # not asked to keep it
 
 
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("harness_jax") is None,
-                    reason="the JAX plugin needs jax, which this era does not install")
+@pytest.mark.skipif("jax" not in available_backends(),
+                    reason="the JAX plugin is installed in the current era only (the reference era has no harness-jax)")
 def test_jax_cpu_run_profiled():
     result = profiled("jax", {"execution": "compiled"})
     assert_well_formed(result["profile"], "jax.profiler", "convolution")
