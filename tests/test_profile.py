@@ -14,7 +14,15 @@ from backends.torch.profile import TORCH_RULES, spans_of_trace
 from harness.errors import InputError
 from harness.results.record import FIELDS, Result
 from harness.spec.scenario import load_scenario
-from harness.worker.profile import CLASSES, Capture, Rules, Span, breakdown, covered_shares, profile_run
+from harness.worker.profile import (
+    CLASSES,
+    Capture,
+    Rules,
+    Span,
+    breakdown,
+    covered_shares,
+    profile_run,
+)
 from harness.worker.xspace import XEvent, gpu_spans, host_op_spans, window_of
 from harness_jax.profile import JAX_RULES
 

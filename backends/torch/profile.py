@@ -74,7 +74,8 @@ def spans_of_trace(path: str, gpu: bool) -> tuple[list[Span], tuple[float, float
         kinds = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")
         chosen = [e for e in events if str(e.get("cat", "")).lower() in kinds]
     else:
-        ops = [e for e in events if str(e.get("cat", "")).lower() == "cpu_op" and str(e.get("name", "")).startswith("aten::")]
+        ops = [e for e in events
+               if str(e.get("cat", "")).lower() == "cpu_op" and str(e.get("name", "")).startswith("aten::")]
         chosen = _outermost(ops)
     return [_span(e) for e in chosen], (low.start_s, low.end_s)
 

@@ -41,7 +41,8 @@ def pair_lines(pair: Pair, width: int) -> list[str]:
         b, v = pair.baseline.ms[part], pair.value.ms[part]
         cells = [part, f"{b:.2f}", f"{v:.2f}", f"{pair.diff_ms(part):+.2f}"]
         if shares:
-            cells += [f"{100 * b / base_step:.1f}" if base_step else "-", f"{100 * v / side_step:.1f}" if side_step else "-"]
+            cells += [f"{100 * b / base_step:.1f}" if base_step else "-",
+                      f"{100 * v / side_step:.1f}" if side_step else "-"]
         lines.append((_row(cells, widths) + "  " + _bar(pair.diff_ms(part), largest, room)).rstrip())
     lines.append(_row(["step", f"{base_step:.2f}", f"{side_step:.2f}", f"{side_step - base_step:+.2f}"], widths[:4]))
     timed = [pair.baseline.timed_ms, pair.value.timed_ms]

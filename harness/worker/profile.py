@@ -162,7 +162,8 @@ def breakdown(capture: Capture, timed_step_s: float | None) -> dict[str, Any]:
         "top": _top(inside, classes, steps), "trace": capture.trace,
     }
     if capture.activity == "gpu":
-        out.update(host_bound=bool(step > HOST_BOUND_RATIO * busy), gpu_idle_fraction=out["idle_s"] / step if step else None)
+        out.update(host_bound=bool(step > HOST_BOUND_RATIO * busy),
+                   gpu_idle_fraction=out["idle_s"] / step if step else None)
     if capture.notes:
         out["notes"] = list(capture.notes)
     return out

@@ -27,8 +27,9 @@ JAX_RULES = Rules([
     ("matmul", r"^gemm_fusion|triton_gemm|^cublas|^dot(\.\d+)?$|dot_fusion"),
     ("conv", r"^convolution|cudnn\$?conv|conv_fusion"),
     ("reduce", r"^input_\w*fusion|reduce|reduction"),
-    ("elementwise", r"^loop_\w*fusion|^fusion(\.\d+|_\d+)?$|_fusion(\.\d+|_\d+)?$|^wrapped_|ynn_fusion|^(add|multiply|subtract|divide|"
-                    r"maximum|minimum|exponential|rsqrt|sqrt|select|convert|negate|compare)(\.\d+)?$"),
+    ("elementwise", r"^loop_\w*fusion|^fusion(\.\d+|_\d+)?$|_fusion(\.\d+|_\d+)?$|^wrapped_|ynn_fusion|"
+                    r"^(add|multiply|subtract|divide|maximum|minimum|exponential|rsqrt|sqrt|select|convert|negate|"
+                    r"compare)(\.\d+)?$"),
     *GPU_LIBRARY_RULES,
 ])
 
