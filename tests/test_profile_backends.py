@@ -42,6 +42,7 @@ def test_torch_cpu_run_profiled(tmp_path):
     assert_well_formed(result["profile"], "torch.profiler", "aten::convolution_backward")
     assert result["profile"]["trace"].startswith(str(tmp_path))  # the raw trace, kept where asked
     assert result["status"] == "ok" and len(result["samples"]) == 2
+    assert 0 < result["profile"]["host_peak_rss_before_bytes"]
 
 
 def test_profiling_off_leaves_the_record_without_a_profile():
