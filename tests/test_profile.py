@@ -146,3 +146,11 @@ def test_a_device_without_a_profiler_says_so_in_the_record():
     warnings: list[str] = []
     out = profile_run(lambda steps, where: DeviceDefaults().profile(lambda: None, steps, where), 0.1, {}, warnings)
     assert out["error"].startswith("Unsupported: this backend has no profiler hook")
+
+
+def test_a_large_unclassified_share_is_warned_of_with_the_names_to_add():
+    warnings: list[str] = []
+    spans = [Span("conv_a", 0.0, 1.0), Span("fancy_new_kernel", 1.0, 2.0)]
+    profile_run(lambda steps, where: capture(spans, window=(0.0, 2.0), steps=1, activity="cpu"), 2.0, {}, warnings)
+    assert warnings == ["profile: 50% of the busy time matched no rule of the backend's table (other), "
+                        "e.g. fancy_new_kernel"]

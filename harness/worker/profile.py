@@ -30,6 +30,8 @@ CLASSES = ("conv", "matmul", "norm", "elementwise", "reduce", "layout", "copy", 
 HOST_BOUND_RATIO = 1.25
 #: How many kernels or ops by time a breakdown lists.
 TOP_KERNELS = 10
+#: Above this share of the busy time in `other`, the record warns that the backend's table falls behind.
+OTHER_WARN = 0.10
 #: Profiled steps after the timed blocks (the first of them, warm-up for the profiler, is not counted).
 PROFILED_STEPS = 5
 
@@ -177,6 +179,17 @@ def launch_bound_warning(profile: dict) -> str | None:
             "for the host (a whole-step graph or a compiler launches fewer kernels)")
 
 
+def unclassified_warning(profile: dict) -> str | None:
+    """A warning where more than OTHER_WARN of the busy time is `other`, naming the largest such kernels, so
+    that a backend's table that has fallen behind its framework shows; None otherwise."""
+    share = profile.get("other_share")
+    if share is None or share <= OTHER_WARN:
+        return None
+    names = [k["name"][:60] for k in profile.get("top", []) if k["class"] == "other"][:3]
+    return (f"profile: {100 * share:.0f}% of the busy time matched no rule of the backend's table (other)"
+            + (f", e.g. {'; '.join(names)}" if names else ""))
+
+
 def profile_run(capture_steps: Callable[[int, str | None], Capture], timed_step_s: float | None,
                 measure: dict, warnings: list[str]) -> dict[str, Any]:
     """Profile a run after its timed blocks: `capture_steps(steps, trace_dir)` is the device's profiler
@@ -191,7 +204,5 @@ def profile_run(capture_steps: Callable[[int, str | None], Capture], timed_step_
         warnings.append(f"no profile breakdown: {text}")
         return {"error": text}
     out["profile_s"] = time.perf_counter() - started
-    warning = launch_bound_warning(out)
-    if warning:
-        warnings.append(warning)
+    warnings.extend(w for w in (launch_bound_warning(out), unclassified_warning(out)) if w)
     return out
