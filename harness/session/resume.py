@@ -17,6 +17,8 @@ from harness.results.store import (
 from harness.session.capacity import capacity_key
 from harness.session.plan import RunSpec, new_id
 from harness.session.request import PreparedSession, Resumed, SessionRequest
+from harness.session.rounds import AdaptiveRounds
+from harness.spec.scenario import DEFAULT_MAX_RUNS
 
 
 def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> list[bool]:
@@ -166,5 +168,8 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
         if request.timeout is not None and "timeout_s" not in settings:  # a session stored before settings were
             plan = [replace(spec, measure={**spec.measure, "timeout_s": float(request.timeout)}) for spec in plan]
         resumed = Resumed(len(plan), len(entries), "run(s)")
+    rounds = None if capacity_mode else AdaptiveRounds.of(
+        [RunSpec.from_dict(entry) for entry in entries], planned=len(entries),
+        limit=settings.get("max_runs") or DEFAULT_MAX_RUNS)
     return PreparedSession(session_id=session["session_id"], plan=plan, groups=groups, capacity_mode=capacity_mode,
-                           store_path=path, memory_limit_bytes=limit_bytes, resumed=resumed)
+                           store_path=path, memory_limit_bytes=limit_bytes, resumed=resumed, rounds=rounds)

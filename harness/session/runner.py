@@ -505,32 +505,46 @@ class Runner:
             except Exception:  # noqa: BLE001 - a display that fails must not fail the run
                 pass
 
-    def run(self, plan: list[RunSpec]) -> SessionOutcome:
-        """Execute every spec in order, storing each record as it arrives.
+    def run(self, plan: list[RunSpec], more: Callable[[list[Result]], list[RunSpec]] | None = None) -> SessionOutcome:
+        """Execute every spec in order, storing each record as it arrives; then, while `more(records so far)`
+        returns runs (the added rounds of `processes: auto`, harness.session.rounds), those.
 
         SIGINT/SIGTERM stop the running worker; what finished stays stored and the outcome says
         which signal ended the session. A result the store cannot take ends the session too: it is
         kept in a side file (Store.add), and the outcome's `store_error` says where.
         """
         outcome = SessionOutcome()
+        plan = list(plan)
         with trap_signals():
             try:
-                for i, spec in enumerate(plan, 1):
-                    self.on_start(i, len(plan), spec)
-                    self._index = i
-                    record = self.add_scaling_efficiency(self.execute(spec))
-                    try:
-                        if self.cluster.node_rank == 0:  # in a several-node run, node 0 (global rank 0) keeps the record
-                            self.store.add(record)
-                    except StoreWriteError as exc:
-                        outcome.store_error = exc
-                    outcome.records.append(record)
-                    self.on_result(i, len(plan), record)
-                    if outcome.store_error is not None:
+                i = 0
+                while True:
+                    if i == len(plan):
+                        added = more(outcome.records) if more is not None else []
+                        if not added:
+                            break
+                        plan += added
+                    i += 1
+                    if self._run_one(i, plan, outcome):
                         break
             except (Interrupted, KeyboardInterrupt) as exc:
                 outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         return outcome
+
+    def _run_one(self, i: int, plan: list[RunSpec], outcome: SessionOutcome) -> bool:
+        """Run plan[i - 1], store and report its record; whether the session must stop (the store failed)."""
+        spec = plan[i - 1]
+        self.on_start(i, len(plan), spec)
+        self._index = i
+        record = self.add_scaling_efficiency(self.execute(spec))
+        try:
+            if self.cluster.node_rank == 0:  # in a several-node run, node 0 (global rank 0) keeps the record
+                self.store.add(record)
+        except StoreWriteError as exc:
+            outcome.store_error = exc
+        outcome.records.append(record)
+        self.on_result(i, len(plan), record)
+        return outcome.store_error is not None
 
     def add_scaling_efficiency(self, record: Result) -> Result:
         """scaling_efficiency of an ok data-parallel record, against the median of the same configuration's

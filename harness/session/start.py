@@ -13,6 +13,7 @@ from harness.seam.backend import resolve_backend_name
 from harness.session.capacity_settings import capacity_settings
 from harness.session.plan import build_plan, new_id
 from harness.session.request import PreparedSession, SessionRequest
+from harness.session.rounds import AdaptiveRounds
 from harness.session.runner import Runner
 from harness.spec.bundled import resolve_scenario_path
 from harness.spec.devices import normalize_device
@@ -77,7 +78,8 @@ def load_filtered(path, overrides: list[str], limit: int, backends: list[str] | 
         if scale > 1 and exc.field == "sweep" and "more than the limit" in str(exc):
             raise InputError(f"{path}: even the runs of {_chosen(backends, devices)} are more than "
                              f"{max(limit, DEFAULT_MAX_RUNS)} "
-                             "(each configuration runs in measure.processes worker processes, 5 by default); narrow "
+                             "(each configuration runs in measure.processes worker processes, at least 4 under the default auto); "
+                             "narrow "
                              "the sweep, or lower --set measure.processes=N", source=str(path),
                              field="--max-runs") from None
         raise
@@ -99,10 +101,10 @@ def written_for(scenarios: list, chosen: list[str] | None) -> tuple[list, list]:
 def too_many(path, plan, limit: int, backends, devices) -> str:
     """Why a plan is refused: its runs, as configurations times processes, after the filters."""
     configurations = sum(1 for spec in plan if spec.replicate == 0)
-    processes = sorted({int(spec.measure.get("processes") or 1) for spec in plan})
+    processes = sorted({str(spec.measure.get("processes") or 1) for spec in plan})
     each = "/".join(map(str, processes))
     return (f"{path}: the plan has {len(plan)} runs ({configurations} configuration(s) of {_chosen(backends, devices)}, "
-            f"each in {each} worker process(es): measure.processes), more than --max-runs {limit}; allow it with "
+            f"each in {each} worker process(es): measure.processes; for auto, its least), more than --max-runs {limit}; allow it with "
             f"--max-runs {len(plan)}, or run fewer processes with --set measure.processes=N")
 
 
@@ -151,4 +153,5 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
     return PreparedSession(session_id=session_id, plan=plan, groups=groups, capacity_mode=capacity_mode,
                            store_path=str(request.store_path or default_store_path()), memory_limit_bytes=limit_bytes,
                            scenario_path=str(path), entries=entries, settings=settings,
-                           command=request.command or shlex.join(["harness", "run", str(request.scenario_file)]))
+                           command=request.command or shlex.join(["harness", "run", str(request.scenario_file)]),
+                           rounds=None if capacity_mode else AdaptiveRounds.of(plan, planned=len(plan), limit=limit))

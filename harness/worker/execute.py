@@ -23,7 +23,7 @@ from harness.seam.backend import Backend, RunContext, available_backends
 from harness.seam.distributed import Replica, replica_device, threads_per_replica
 from harness.seam.runspec import RunSpec
 from harness.worker.figures import TimedRun, figures
-from harness.worker.measure import run_timed
+from harness.worker.measure import AUTO, run_timed
 from harness.worker.outcome import Measured, WorkerResult
 from harness.workloads import WORKLOADS
 from harness.workloads.base import Params, Workload
@@ -211,6 +211,10 @@ def note_replica(run: OpenRun, timed: TimedRun, result: WorkerResult) -> None:
         result.distributed_replica["replica_peaks"] = peaks
 
 
+#: Steps per block of a data-parallel run whose scenario says `steps: auto`.
+DATA_PARALLEL_STEPS = 10
+
+
 def fixed_blocks(measure: dict, ctx: RunContext) -> dict:
     """A data-parallel run's measure: a fixed number of blocks. Every replica runs the same loop and meets
     the others in each step's all-reduce; an adaptive stop decided by each replica from its own clock
@@ -219,7 +223,12 @@ def fixed_blocks(measure: dict, ctx: RunContext) -> dict:
     if adaptive:
         ctx.warnings.append(f"{', '.join(f'{k}={v}' for k, v in adaptive.items())} ignored with replicas > 1: "
                             f"every replica runs the fixed {measure.get('repeats')} blocks (docs/distributed.md)")
-    return {**measure, "min_time_s": None, "target_ci_pct": None, "max_repeats": None}
+    steps = measure.get("steps")
+    if steps == AUTO:  # each replica would calibrate on its own clock and could choose another count
+        steps = DATA_PARALLEL_STEPS
+        ctx.warnings.append(f"steps: auto chooses one count per process, and every replica must run the same: "
+                            f"{steps} steps per block with replicas > 1 (set measure.steps to choose)")
+    return {**measure, "steps": steps, "min_time_s": None, "target_ci_pct": None, "max_repeats": None}
 
 
 def execute(spec: RunSpec) -> WorkerResult:
