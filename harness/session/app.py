@@ -174,12 +174,15 @@ def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver)
                 forecast(prepared.plan, records, prepared.capacity_mode)))
             runner = Runner(store, on_start=observer.run_started, on_result=observer.run_finished,
                             on_progress=observer.run_progress, memory_limit_bytes=prepared.memory_limit_bytes)
-            if prepared.capacity_mode:
-                _search_groups(runner, prepared, outcome)
-            else:
-                part = runner.run(prepared.plan, _more_rounds(store, prepared))
-                outcome.records.extend(part.records)
-                outcome.interrupted, outcome.store_error = part.interrupted, part.store_error
+            try:
+                if prepared.capacity_mode:
+                    _search_groups(runner, prepared, outcome)
+                else:
+                    part = runner.run(prepared.plan, _more_rounds(store, prepared))
+                    outcome.records.extend(part.records)
+                    outcome.interrupted, outcome.store_error = part.interrupted, part.store_error
+            finally:
+                runner.close()
         except (Interrupted, KeyboardInterrupt) as exc:
             outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
     return outcome

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -267,6 +269,8 @@ class Runner:
         #: capacity probes: while one probe runs, the next one's worker starts and imports its framework
         self._ahead_wanted = False
         self._ahead: _Ahead | None = None
+        #: the session's compilation caches (harness-cache-*), made at the first run that needs one
+        self._cache_root: str | None = None
 
     @contextlib.contextmanager
     def workers_ahead(self):
@@ -351,8 +355,9 @@ class Runner:
             return self._decided(result, backend=self._backends.get(spec.backend), status=static, duration_s=0.0)
         started = time.perf_counter()
         backend = self._backends[spec.backend]
-        base_env = worker_env(self.memory_limit_bytes, backend.worker_env(
-            spec.options, probe=bool(spec.measure.get("probe"))))
+        cache_env, cache_state, cold_cache = self._compile_cache(spec, backend)
+        base_env = worker_env(self.memory_limit_bytes, {**backend.worker_env(
+            spec.options, probe=bool(spec.measure.get("probe"))), **cache_env})
         probe = bool(spec.measure.get("probe")) and self._replicas(spec) == 1
         ahead = self._take_ahead(spec, base_env) if probe else None
         tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
@@ -372,10 +377,38 @@ class Runner:
                 result = self._merge_replicas(result, spec, launch, procs, files, timed_out, leftovers)
             else:
                 result = _worker_result(result, spec, files.result, timed_out, procs[0])
-            result = _with_evidence(result, files.log)
+            result = _with_evidence(result, files.log).updated(compile_cache=cache_state)
         finally:
             tmpdir.cleanup()
+            if cold_cache is not None:
+                shutil.rmtree(cold_cache, ignore_errors=True)
         return _timed(result, started, worker_ran=launch is None)
+
+    def _compile_cache(self, spec: RunSpec, backend) -> tuple[dict[str, str], str | None, Path | None]:
+        """(environment, state, folder to remove after the run) of a run's compilation caches, in a folder the
+        session owns (close() removes it): a new empty one per process (`compile_cache: cold`), or one per
+        configuration (`warm`: cold for its first process, warm once a process has filled it). A capacity probe
+        keeps the framework's own default."""
+        if spec.measure.get("probe"):
+            return {}, None, None
+        if self._cache_root is None:
+            self._cache_root = tempfile.mkdtemp(prefix="harness-cache-")
+        warm = spec.measure.get("compile_cache") == "warm"
+        name = f"config-{hashlib.sha256(spec.run_key.encode()).hexdigest()[:16]}" if warm else f"run-{spec.run_id}"
+        folder = Path(self._cache_root, name)
+        env = backend.compile_cache_env(str(folder))
+        if not env:
+            return {}, "none", None
+        state = "warm" if warm and folder.is_dir() and any(folder.iterdir()) else "cold"
+        folder.mkdir(exist_ok=True)
+        return env, state, None if warm else folder
+
+    def close(self) -> None:
+        """Remove what the session's runs left: the compilation caches, a worker started ahead."""
+        self.drop_ahead()
+        root, self._cache_root = self._cache_root, None
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
     def _decided(self, result: Result, *, backend, status: tuple[str, str], duration_s: float) -> Result:
         """The record of a run decided without a measurement: its status and reason, the runner's environment."""

@@ -143,6 +143,11 @@ class Measure(NumbersNotBooleans):
     min_processes: int | None = Field(None, ge=2, le=100)
     max_processes: int = Field(10, ge=2, le=100)
     process_ci_pct: float = Field(1.0, gt=0, le=100)
+    #: The frameworks' compilation caches: `cold`, every process with an empty cache of its own (its first
+    #: step compiles and autotunes from nothing, and so is an independent sample); `warm`, one cache per
+    #: configuration shared by its processes within the session (the first runs cold; later ones reuse its
+    #: compiled code and autotuning choices). docs/statistics.md says why cold is the default.
+    compile_cache: Literal["cold", "warm"] = "cold"
 
     @model_validator(mode="after")
     def _processes_in_order(self):

@@ -195,8 +195,10 @@ class Side:
 
     @classmethod
     def of(cls, records: list[Result], metric: str) -> "Side":
-        """The side of these records for a metric."""
-        kept = [r for r in records if process_value(r, metric) is not None]
+        """The side of these records for a metric. The first step's time is compile time only in a process that
+        started with cold compilation caches: warm processes (`measure.compile_cache: warm`) take no part in it."""
+        kept = [r for r in records if process_value(r, metric) is not None
+                and not (metric == "first_step_s" and r.compile_cache == "warm")]
         return cls(kept, [process_value(r, metric) for r in kept], [x for r in kept for x in sample_values(r, metric)])
 
 
