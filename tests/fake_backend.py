@@ -20,6 +20,19 @@ from harness.seam.backend import Backend
 from harness.worker.measure import WallClock
 
 
+def _paused_states() -> list[str]:
+    """The scheduler state (/proc/PID/stat: T is stopped) of each process this run was asked to pause, read
+    while it is timed (checks run before the timed region's pause ends)."""
+    states = []
+    for pid in filter(None, os.environ.get("HARNESS_PAUSE_PIDS", "").split(",")):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                states.append(fh.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            states.append("gone")
+    return states
+
+
 class FakeOptions(BaseModel):
     """Whatever a test tells the fake to do."""
 
@@ -110,4 +123,4 @@ class FakeBackend(Backend):
         a = np.ones((size, size), dtype=np.float32)
         return Prepared(step=lambda: a @ a, api={"precision": "numpy.matmul", "cache_entry_found": found,
                                                  "cache": cache},
-                        checks=lambda: {"correct": True})
+                        checks=lambda: {"correct": True, "paused_states": _paused_states()})

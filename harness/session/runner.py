@@ -25,6 +25,7 @@ from typing import Callable
 
 from harness.errors import StoreWriteError, Unsupported
 from harness.machine import env as env_mod
+from harness.machine import nvml
 from harness.results.record import FAILING_STATUSES, Result, utc_now, write_json_atomic
 from harness.results.stats import median
 from harness.results.store import Store
@@ -33,10 +34,13 @@ from harness.seam.backend import available_backends
 from harness.session.dataparallel import merge, read_rank_results, scaling_efficiency
 from harness.session.plan import RunSpec, one_replica_key
 from harness.spec.devices import gpu_index
+from harness.worker.neighbours import PAUSE_FILE
 from harness.workloads import WORKLOADS
 
 #: Seconds a worker gets to exit after SIGTERM before SIGKILL.
 TERM_GRACE_S = 5.0
+#: The fewest CPU cores with which a timed run's set-up may share the host with the next run's import.
+OVERLAP_MIN_CORES = 4
 LOG_TAIL_CHARS = 3000
 #: Seconds the runner blocks in wait() between two reads of a worker's progress file.
 PROGRESS_POLL_S = 0.5
@@ -108,8 +112,17 @@ class _Ahead:
     tmpdir: tempfile.TemporaryDirectory
 
 
+def _continue(proc: subprocess.Popen) -> None:
+    """Let a paused process group go on (SIGCONT); nothing if it has left."""
+    try:
+        os.killpg(proc.pid, signal.SIGCONT)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _stop_ahead(ahead: _Ahead) -> None:
     """Stop a worker started ahead and remove its folder."""
+    _continue(ahead.proc)  # a paused process would hold its SIGTERM until the grace period ran out
     _kill_group(ahead.proc)
     ahead.tmpdir.cleanup()
 
@@ -254,6 +267,7 @@ class Runner:
         on_progress: Callable | None = None,
         memory_limit_bytes: int | None = None,
         cluster: dp.Cluster | None = None,
+        overlap: bool | None = None,
     ):
         self.store = store
         self.memory_limit_bytes = memory_limit_bytes
@@ -271,6 +285,10 @@ class Runner:
         self._ahead: _Ahead | None = None
         #: the session's compilation caches (harness-cache-*), made at the first run that needs one
         self._cache_root: str | None = None
+        #: timed runs: the next run's worker imports while this one sets up, and is paused while it is timed
+        #: (None: where that is harmless, `_overlap_harmless`; True/False: always, never)
+        self.overlap = overlap
+        self._next: RunSpec | None = None
 
     @contextlib.contextmanager
     def workers_ahead(self):
@@ -321,7 +339,42 @@ class Runner:
         if ahead.key != self._ahead_key(spec, env) or ahead.proc.poll() is not None:
             _stop_ahead(ahead)
             return None
+        _continue(ahead.proc)  # a worker that died while timed may have left it paused
         return ahead
+
+    def _overlap_harmless(self, spec: RunSpec) -> bool:
+        """Whether a timed run may have the next run's worker importing beside it: a plain run (one process) on a
+        GPU of a host with cores to spare. The worker ahead is paused from the run's first step to its last
+        measurement (harness.worker.neighbours), so it shares only the run's own untimed set-up; it never opens
+        a device before its own run, so it holds no GPU memory. On the CPU the import would take the cores the
+        run's own set-up uses, and a small host's load average would call the machine busy."""
+        if self._replicas(spec) != 1:
+            return False
+        device = str(spec.device)
+        on_gpu = gpu_index(device) is not None or (device == "auto" and bool(nvml.gpus()))
+        return on_gpu and (os.cpu_count() or 1) >= OVERLAP_MIN_CORES
+
+    def _overlapping(self, spec: RunSpec) -> bool:
+        """Whether this timed run overlaps with the next one's import (`overlap`, else `_overlap_harmless`)."""
+        if spec.measure.get("probe"):
+            return False
+        return self.overlap if self.overlap is not None else self._overlap_harmless(spec)
+
+    def _start_next_ahead(self, spec: RunSpec, files: "_RunFiles") -> None:
+        """Start the next run's worker now, to import while this one sets up, and name it in this run's pause
+        file, so that this run's worker pauses it while it is timed."""
+        following = self._next
+        if following is None or not self._overlapping(spec) or not self._overlapping(following):
+            return
+        backend = self._backends.get(following.backend)
+        if backend is None or self.static_status(following) is not None:
+            return
+        cache_env, _, _ = self._compile_cache(following, backend)
+        env = worker_env(self.memory_limit_bytes, {**backend.worker_env(following.options), **cache_env})
+        self.drop_ahead()
+        self._start_ahead(following, env)
+        if self._ahead is not None:
+            write_json_atomic(files.folder / PAUSE_FILE, [self._ahead.proc.pid])
 
     def static_status(self, spec: RunSpec) -> tuple[str, str] | None:
         """(status, reason) for a run decided without a worker: backend missing or combination unmapped."""
@@ -359,10 +412,12 @@ class Runner:
         base_env = worker_env(self.memory_limit_bytes, {**backend.worker_env(
             spec.options, probe=bool(spec.measure.get("probe"))), **cache_env})
         probe = bool(spec.measure.get("probe")) and self._replicas(spec) == 1
-        ahead = self._take_ahead(spec, base_env) if probe else None
+        ahead = self._take_ahead(spec, base_env) if probe or self._overlapping(spec) else None
         tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
         try:
             files = _RunFiles(Path(tmpdir.name))
+            if not probe:
+                self._start_next_ahead(spec, files)
             write_json_atomic(files.spec, spec.to_dict())  # whole: a worker started ahead polls for it
             env = {**base_env, "HARNESS_PROGRESS_FILE": str(files.progress.path)}
             try:
@@ -567,6 +622,7 @@ class Runner:
     def _run_one(self, i: int, plan: list[RunSpec], outcome: SessionOutcome) -> bool:
         """Run plan[i - 1], store and report its record; whether the session must stop (the store failed)."""
         spec = plan[i - 1]
+        self._next = plan[i] if i < len(plan) else None
         self.on_start(i, len(plan), spec)
         self._index = i
         record = self.add_scaling_efficiency(self.execute(spec))

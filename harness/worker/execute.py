@@ -24,6 +24,7 @@ from harness.seam.distributed import Replica, replica_device, threads_per_replic
 from harness.seam.runspec import RunSpec
 from harness.worker.figures import TimedRun, figures
 from harness.worker.measure import AUTO, run_timed
+from harness.worker.neighbours import paused
 from harness.worker.outcome import Measured, WorkerResult
 from harness.workloads import WORKLOADS
 from harness.workloads.base import Params, Workload
@@ -184,22 +185,33 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
         result.framework_env = device.identity()["env"]  # again: the settings prepare put in force (TF32, threads)
         phases.next("steps")
         try:
-            work = run.workload.headline_per_step(run.params)
-            clock, sync_api = device.clock()
-            device.reset_peak()
-            timing = run_timed(prepared.step, clock, run.measure, work_per_step=work,
-                               telemetry=None if probe else ctx.telemetry_for(device.neutral),
-                               progress=progress_writer() if run.replica is None or run.replica.rank == 0 else None)
-            phases.next("after")
-            result.measured = Measured(peak_allocated_bytes=device.peak_allocated_bytes())
-            checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
-            extra = prepared.timing_fields()
-            if not probe:
-                extra.update(device.after_timing(prepared.step, timing, run.params, ctx))
+            with paused() as neighbours:  # the next run's worker, importing ahead, is still while this one is timed
+                timing, work, sync_api, checks, extra = _timed_steps(prepared, run, probe, ctx, result, phases)
+            if neighbours:
+                extra["paused_workers"] = len(neighbours)
         finally:
             prepared.close()
     return TimedRun(timing=timing, work_per_step=work, api={**prepared.api, "sync": sync_api}, checks=checks,
                     extra=extra, distributed=prepared.distributed)
+
+
+def _timed_steps(prepared, run: OpenRun, probe: bool, ctx: RunContext, result: WorkerResult, phases: Phases):
+    """(timing, work per step, how the clock syncs, checks, the backend's extra timing figures) of a prepared
+    step; the allocator's peak into `result` as the timed loop ends."""
+    device = run.device
+    work = run.workload.headline_per_step(run.params)
+    clock, sync_api = device.clock()
+    device.reset_peak()
+    timing = run_timed(prepared.step, clock, run.measure, work_per_step=work,
+                       telemetry=None if probe else ctx.telemetry_for(device.neutral),
+                       progress=progress_writer() if run.replica is None or run.replica.rank == 0 else None)
+    phases.next("after")
+    result.measured = Measured(peak_allocated_bytes=device.peak_allocated_bytes())
+    checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
+    extra = prepared.timing_fields()
+    if not probe:
+        extra.update(device.after_timing(prepared.step, timing, run.params, ctx))
+    return timing, work, sync_api, checks, extra
 
 
 def note_replica(run: OpenRun, timed: TimedRun, result: WorkerResult) -> None:
