@@ -121,6 +121,7 @@ class FakeBackend(Backend):
             raise MemoryError(f"batch {batch} does not fit")
         size = 64
         a = np.ones((size, size), dtype=np.float32)
-        return Prepared(step=lambda: a @ a, api={"precision": "numpy.matmul", "cache_entry_found": found,
-                                                 "cache": cache},
-                        checks=lambda: {"correct": True, "paused_states": _paused_states()})
+        api = {"precision": "numpy.matmul", **({"cache_entry_found": found, "cache": cache} if cache else {})}
+        return Prepared(step=lambda: a @ a, api=api,
+                        checks=lambda: {"correct": True, **({"paused_states": _paused_states()}
+                                                            if os.environ.get("HARNESS_PAUSE_PIDS") else {})})

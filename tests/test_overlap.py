@@ -35,7 +35,7 @@ def test_each_run_is_taken_by_a_worker_that_imported_while_the_previous_run_set_
     assert "imported_ahead" not in records[0].phases_s  # the first run has nothing before it
     assert all("imported_ahead" in r.phases_s for r in records[1:])
     # while runs 1 and 2 were timed, the worker of the run after them was stopped; the last run had none
-    assert [r.checks.get("paused_states") for r in records] == [["T"], ["T"], []]
+    assert [r.checks.get("paused_states") for r in records] == [["T"], ["T"], None]
     assert [r.timing.get("paused_workers") for r in records] == [1, 1, None]
 
 
@@ -45,7 +45,7 @@ def test_without_overlap_no_worker_starts_ahead(tmp_path, fake_backend, write_sc
         records = runner.run(_plan(write_scenario, runs=2)).records
         runner.close()
     assert not any("imported_ahead" in r.phases_s for r in records)
-    assert [r.checks.get("paused_states") for r in records] == [[], []]
+    assert [r.checks.get("paused_states") for r in records] == [None, None]
 
 
 def test_on_a_cpu_runs_do_not_overlap_unless_asked(tmp_path, fake_backend, write_scenario):
