@@ -179,3 +179,41 @@ def test_a_resumed_session_goes_on_adding_rounds_from_its_stored_results(tmp_pat
     done = run_session(resumed, Recorder())
     assert done.exit_code == 0 and len(done.records) == 3
     assert all(v == [0, 1, 2, 3] for v in _per_configuration(db).values())
+
+
+# ---------------------------------------------------------------- what validate and --dry-run say; bad values
+def test_validate_and_dry_run_say_what_auto_will_do(tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    out = CliRunner().invoke(main, ["validate", "quickstart"])
+    assert out.exit_code == 0
+    assert "2 configuration(s), 8-20 run(s)" in out.output
+    assert "steps auto (blocks >= 0.2 s)" in out.output and "processes auto 4-10" in out.output
+    dry = CliRunner().invoke(main, ["run", "quickstart", "--dry-run", "--store", str(tmp_path / "d.db")])
+    assert dry.exit_code == 0 and "processes auto: these 8 run(s)" in dry.output and "at most 20 in all" in dry.output
+    fixed = CliRunner().invoke(main, ["validate", "quickstart", "--set", "measure.processes=3", "--set",
+                                      "measure.steps=7"])
+    assert "2 configuration(s), 6 run(s)" in fixed.output and "7 steps x 5 blocks; 3 process(es)" in fixed.output
+
+
+@pytest.mark.parametrize("field, value", [
+    ("steps", "0"), ("steps", "-3"), ("steps", ".nan"), ("steps", ".inf"), ("steps", "many"), ("steps", "2.5"),
+    ("steps", "Auto"), ("steps", "true"), ("processes", "0"), ("processes", "101"), ("processes", ".nan"),
+    ("min_block_s", "0"), ("min_block_s", ".nan"), ("min_block_s", ".inf"), ("min_block_s", "soon"),
+    ("max_block_steps", "0"), ("process_ci_pct", "-1"), ("process_ci_pct", ".nan"), ("process_ci_pct", ".inf"),
+    ("min_processes", "1"), ("max_processes", ".inf"), ("max_processes", "many"), ("compile_cache", "hot"),
+])
+def test_nonsense_in_the_new_measure_fields_is_refused_naming_the_field(tmp_path, field, value):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"name: q\nworkload: gemm\nparams: {{size: 64}}\nbackends: [torch]\ndevices: [cpu]\n"
+                    f"measure: {{{field}: {value}}}\n", encoding="utf-8")
+    for args in (["validate", str(path)], ["run", str(path), "--store", str(tmp_path / "s.db")]):
+        out = CliRunner().invoke(main, args)
+        assert out.exit_code == 2 and f"measure.{field}" in out.output and "Traceback" not in out.output
+    assert not (tmp_path / "s.db").exists()

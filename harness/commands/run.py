@@ -22,6 +22,7 @@ from harness.session.app import (
 from harness.session.limits import MIN_MEMORY_LIMIT_TEXT, check_timeout
 from harness.session.runner import Interrupted, trap_signals
 from harness.spec.scenario import parse_resolution
+from harness.worker.measure import describe_measure, process_bounds
 
 
 def _cluster_flag(ctx, param, value):
@@ -58,6 +59,12 @@ def _show_dry_run(prepared: PreparedSession) -> None:
         click.echo(f"plan: {len(prepared.plan)} run(s), session {prepared.session_id} (dry run: nothing executed)")
     for i, spec in enumerate(prepared.plan, 1):
         click.echo(f"  {i:>3}. {spec.label()}")
+    for measured in dict.fromkeys(describe_measure(spec.measure) for spec in prepared.plan):
+        click.echo(f"measure: {measured}")
+    if prepared.rounds is not None:
+        most = sum(process_bounds(spec.measure)[1] for spec in prepared.rounds.configurations)
+        click.echo(f"processes auto: these {len(prepared.plan)} run(s), then rounds while a CI over processes is "
+                   f"wide; at most {min(most, prepared.rounds.limit or most)} in all")
     say(forecast_lines(planned_forecast(prepared)))
 
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Literal, Protocol
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from harness.results import stats
 from harness.workloads.base import NumbersNotBooleans
@@ -149,6 +149,20 @@ class Measure(NumbersNotBooleans):
     #: compiled code and autotuning choices). docs/statistics.md says why cold is the default.
     compile_cache: Literal["cold", "warm"] = "cold"
 
+    @field_validator("steps", "processes", mode="before")
+    @classmethod
+    def _auto_or_count(cls, value, info):
+        # one message for a value that is neither `auto` nor a count, where the union would give two
+        most = 10_000_000 if info.field_name == "steps" else 100
+        if value == AUTO:
+            return value
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value, whole = int(value), True
+        if not whole or not 1 <= value <= most:
+            raise ValueError(f"expected auto or a whole number from 1 to {most:,}")
+        return value
+
     @model_validator(mode="after")
     def _processes_in_order(self):
         if self.min_processes is not None and self.min_processes > self.max_processes:
@@ -173,6 +187,19 @@ def measure_settings(measure: dict) -> dict:
     out = Measure().model_dump()
     out.update({k: v for k, v in measure.items() if v is not None or k not in out})
     return out
+
+
+def describe_measure(measure: dict) -> str:
+    """What a `measure:` block will do, in a line, `auto` included (validate and --dry-run say it)."""
+    cfg = measure_settings(measure)
+    least, most = process_bounds(cfg)
+    steps = f"steps auto (blocks >= {cfg['min_block_s']:g} s)" if cfg["steps"] == AUTO else f"{cfg['steps']} steps"
+    blocks = f"{cfg['repeats']}{'+' if StopRule.from_settings(cfg).adaptive else ''} blocks"
+    if least == most:
+        processes = f"{least} process(es)"
+    else:
+        processes = f"processes auto {least}-{most} (until the CI over processes is within {cfg['process_ci_pct']:g}%)"
+    return f"{steps} x {blocks}; {processes}; caches {cfg['compile_cache']}"
 
 
 @dataclass(frozen=True)
