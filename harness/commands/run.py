@@ -122,6 +122,8 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="auto, cpu, cuda:N or gpu:N (repeatable); replaces the file's devices.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a parameter (a [list] sweeps it), measure.FIELD, seed or name.")
+@click.option("--document", "documents", multiple=True, metavar="NAME",
+              help="Run only the documents of a multi-document file with this name (repeatable).")
 @click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
 @click.option("--timeout", type=float, default=None, callback=_check_timeout,
               help="Seconds one run may take before it is stopped (default measure.timeout_s).")
@@ -151,7 +153,7 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="With --nnodes: a name shared by the nodes of one session (torchrun's --rdzv-id prefix).")
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
 @click.option("--wide", is_flag=True, help="The summary table with every column and note in full, however wide.")
-def command(scenario_file, backends, devices, overrides, store_path, timeout, max_runs, dry_run, resume,
+def command(scenario_file, backends, devices, overrides, documents, store_path, timeout, max_runs, dry_run, resume,
             find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, quiet, wide) -> None:
     """Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).
 
@@ -165,7 +167,8 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     request = SessionRequest(scenario_file=scenario_file, resume=resume, backends=tuple(backends),
                              devices=tuple(devices), overrides=tuple(overrides), store_path=store_path, timeout=timeout,
                              max_runs=max_runs, find_max_batch=find_max_batch, capacity=capacity,
-                             memory_limit=memory_limit, command=shlex.join(["harness"] + sys.argv[1:]))
+                             memory_limit=memory_limit, command=shlex.join(["harness"] + sys.argv[1:]),
+                             documents=tuple(documents))
     with trap_signals():  # from the start: Ctrl-C at any moment ends cleanly, with the session marked
         try:
             _run(request, dry_run, quiet, wide)

@@ -31,6 +31,8 @@ class SessionRequest:
     capacity: dict = field(default_factory=dict)
     memory_limit: str | None = None
     command: str | None = None
+    #: run only the documents of a multi-document scenario file with these names (--document)
+    documents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,8 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
     """The rest of the stored session `request.resume` names, with the settings it began with (InputError for
     a request that would change them); nothing is written."""
     shaping = [name for name, given in (("--set", request.overrides), ("--backend", request.backends),
-                                        ("--device", request.devices), ("--max-runs", request.max_runs)) if given]
+                                        ("--device", request.devices), ("--max-runs", request.max_runs),
+                                        ("--document", request.documents)) if given]
     if shaping:
         raise InputError(f"--resume {request.resume}: a resumed session runs the rest of its own plan; "
                          f"{', '.join(shaping)} cannot change it (start a new session with SCENARIO_FILE for that)",

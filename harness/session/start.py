@@ -85,6 +85,19 @@ def load_filtered(path, overrides: list[str], limit: int, backends: list[str] | 
         raise
 
 
+def chosen_documents(path, scenarios: list, names) -> list:
+    """The documents of the file that --document names (every one when none is named); InputError for a name that
+    is no document's."""
+    if not names:
+        return scenarios
+    known = [s.name for s in scenarios]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"--document {unknown[0]}: {path} has no document of that name (it has: {', '.join(known)})",
+                         source=str(path), field="--document")
+    return [s for s in scenarios if s.name in names]
+
+
 def written_for(scenarios: list, chosen: list[str] | None) -> tuple[list, list]:
     """(documents to run, documents skipped) under --backend: where some documents of the file name a chosen
     backend, those run and the others, written for other backends, are skipped (a file whose ResNet document
@@ -128,7 +141,9 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
     chosen = chosen_backends(request.backends)
     devices = list(dict.fromkeys(normalize_device(d) for d in request.devices)) or None
     limit = request.max_runs or DEFAULT_MAX_RUNS
-    scenarios, skipped = written_for(load_filtered(path, list(request.overrides), limit, chosen, devices), chosen)
+    loaded = chosen_documents(path, load_filtered(path, list(request.overrides), limit, chosen, devices),
+                              request.documents)
+    scenarios, skipped = written_for(loaded, chosen)
     if skipped:
         notice(f"--backend {' '.join(chosen)}: runs the documents of {path} written for it; skipped "
                + "; ".join(f"{s.name} (written for {', '.join(s.backends)})" for s in skipped))
@@ -149,6 +164,7 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
     settings = {"memory_limit_bytes": limit_bytes, "memory_limit": request.memory_limit, "timeout_s": request.timeout,
                 "find_max_batch": bool(request.find_max_batch), "backends": chosen, "devices": devices,
                 "overrides": list(request.overrides), "max_runs": request.max_runs,
+                "documents": list(request.documents),
                 **{f"capacity_{k}": v for k, v in request.capacity.items()}}
     return PreparedSession(session_id=session_id, plan=plan, groups=groups, capacity_mode=capacity_mode,
                            store_path=str(request.store_path or default_store_path()), memory_limit_bytes=limit_bytes,
