@@ -20,6 +20,19 @@ from harness.seam.backend import Backend
 from harness.worker.measure import WallClock
 
 
+def _paused_states() -> list[str]:
+    """The scheduler state (/proc/PID/stat: T is stopped) of each process this run was asked to pause, read
+    while it is timed (checks run before the timed region's pause ends)."""
+    states = []
+    for pid in filter(None, os.environ.get("HARNESS_PAUSE_PIDS", "").split(",")):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                states.append(fh.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            states.append("gone")
+    return states
+
+
 class FakeOptions(BaseModel):
     """Whatever a test tells the fake to do."""
 
@@ -62,9 +75,20 @@ class FakeBackend(Backend):
         """The planted allocation failure counts as out of memory."""
         return "planted allocation failure" if "planted allocation failure" in str(exc) else None
 
+    def compile_cache_env(self, directory: str) -> dict[str, str]:
+        """A cache folder the fake "compiles" into: prepare notes whether it found an earlier process's entry."""
+        return {"HARNESS_FAKE_CACHE": directory}
+
     def prepare(self, workload: str, params, device, run) -> Prepared:
         """Do what `options.action` says, then a step of one small numpy product."""
         options = run.options
+        cache = os.environ.get("HARNESS_FAKE_CACHE")
+        found = None
+        if cache:  # what a compiler with a persistent cache does: look for an entry, write one
+            entry = os.path.join(cache, "compiled")
+            found = os.path.exists(entry)
+            with open(entry, "a", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
         action = options["action"]
         if options["marker"]:  # lets a test see that this run started
             with open(options["marker"], "a", encoding="utf-8") as fh:
@@ -97,4 +121,7 @@ class FakeBackend(Backend):
             raise MemoryError(f"batch {batch} does not fit")
         size = 64
         a = np.ones((size, size), dtype=np.float32)
-        return Prepared(step=lambda: a @ a, api={"precision": "numpy.matmul"}, checks=lambda: {"correct": True})
+        api = {"precision": "numpy.matmul", **({"cache_entry_found": found, "cache": cache} if cache else {})}
+        return Prepared(step=lambda: a @ a, api=api,
+                        checks=lambda: {"correct": True, **({"paused_states": _paused_states()}
+                                                            if os.environ.get("HARNESS_PAUSE_PIDS") else {})})

@@ -351,18 +351,19 @@ def test_results_json_can_be_imported_into_another_store(tmp_path, fake_backend,
 
 # --------------------------------------------------------------------------- CLI edges
 def test_max_runs_counts_the_runs_backend_and_device_leave(tmp_path):
-    # graph_capture: 12 configurations x 2 backends x 5 processes = 120 runs; torch's alone are 60
+    # graph_capture: 12 configurations x 2 backends x 4 processes (the least of `auto`) = 96 runs; torch's: 48
     result = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "9", "--backend", "torch",
                      "--store", str(tmp_path / "g.db"))
     assert result.exit_code == 2
-    assert "the plan has 60 runs" in result.output and "120" not in result.output
+    assert "the plan has 48 runs" in result.output and "96" not in result.output
     assert "12 configuration(s)" in result.output and "measure.processes" in result.output
-    assert "--max-runs 60" in result.output
-    allowed = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "60", "--backend", "torch")
-    assert allowed.exit_code == 0 and "plan: 60 run(s)" in allowed.output
-    both = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "60")
-    assert both.exit_code == 2 and "120 runs" in both.output
-    one_device = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "60", "--backend", "torch",
+    assert "--max-runs 48" in result.output
+    allowed = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "48", "--backend", "torch")
+    assert allowed.exit_code == 0 and "plan: 48 run(s)" in allowed.output
+    assert "at most 48 in all" in allowed.output  # --max-runs also bounds the rounds `auto` adds
+    both = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "48")
+    assert both.exit_code == 2 and "96 runs" in both.output
+    one_device = _invoke("run", "graph_capture", "--dry-run", "--max-runs", "48", "--backend", "torch",
                          "--device", "cpu", "--set", "measure.processes=1")
     assert one_device.exit_code == 0 and "plan: 12 run(s)" in one_device.output
     assert not (tmp_path / "g.db").exists()

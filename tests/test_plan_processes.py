@@ -49,9 +49,15 @@ def test_option_sweeps_still_skip_repeated_backends_with_processes(write_scenari
     assert len(plan) == 3 * 3  # torch once, not once per Keras
 
 
-def test_processes_default_to_five_and_one_gives_one_run_per_configuration(write_scenario):
-    assert DEFAULT_PROCESSES == 5
+def test_processes_default_to_auto_planning_the_least_and_one_gives_one_run_per_configuration(write_scenario):
+    assert DEFAULT_PROCESSES == "auto"
     assert len(build_plan(_plan_scenario(write_scenario, processes=1), "s")) == 2
+    plan = build_plan(_plan_scenario(write_scenario, processes="auto"), "s")
+    assert len(plan) == 2 * 4  # the fewest processes per side with which a verdict can exist at alpha 0.05
+    assert "[process 1/4-10]" in plan[0].label()
+    plan = build_plan(_plan_scenario(write_scenario, processes="auto", measure={
+        "processes": "auto", "min_processes": 6, "max_processes": 8}), "s")
+    assert len(plan) == 2 * 6 and "[process 1/6-8]" in plan[0].label()
 
 
 def test_runspec_from_dict_takes_replicate_and_tolerates_old_and_new_fields():

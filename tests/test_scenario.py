@@ -11,6 +11,7 @@ from harness.spec.scenario import (
     parse_override,
     sweep_points,
 )
+from harness.worker.measure import process_bounds
 
 GOOD = {
     "name": "t",
@@ -104,7 +105,8 @@ def test_sweep_is_the_cartesian_product_in_file_order(write_scenario):
     assert points[1] == {"size": 32, "precision": "bf16"}
     assert len({tuple(sorted(p.items())) for p in points}) == 6
     plan = build_plan(scenario, "s")
-    assert len(plan) == 12 * scenario.measure.processes  # 6 points x 2 backends x 1 device x processes
+    # 6 points x 2 backends x 1 device x processes (under the default `auto`, its least: 4)
+    assert len(plan) == 12 * process_bounds(scenario.measure.model_dump())[0] == 48
     assert {s.backend for s in plan} == {"torch", "tensorflow"}
     assert len({s.run_key for s in plan}) == 12  # each configuration's processes share its key
 
@@ -146,9 +148,9 @@ def test_a_sweep_beyond_the_run_limit_is_refused_with_its_count(write_scenario):
     path = write_scenario(data)
     with pytest.raises(InputError) as info:
         load_scenario(path)
-    # 1200 points x 2 backends x 1 device x 5 processes (the default)
-    assert "12000 runs" in str(info.value) and "--max-runs" in str(info.value)
-    assert count_points(load_scenario(path, max_runs=12000)) == 1200
+    # 1200 points x 2 backends x 1 device x 4 processes (the least of the default `auto`)
+    assert "9600 runs" in str(info.value) and "--max-runs" in str(info.value)
+    assert count_points(load_scenario(path, max_runs=9600)) == 1200
 
 
 def test_gemm_needs_a_size_or_all_three_dimensions(write_scenario):

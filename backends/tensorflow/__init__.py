@@ -191,6 +191,13 @@ class TensorFlowBackend(Backend):
             env["TF_USE_LEGACY_KERAS"] = "1" if self.keras_choice(options) == "tf_keras" else "0"
         return env
 
+    def compile_cache_env(self, directory: str) -> dict[str, str]:
+        """None: TensorFlow's XLA persistent cache (TF_XLA_FLAGS=--tf_xla_persistent_cache_directory) fails
+        the compile itself in TensorFlow 2.12 ("Not an XLA Runtime executable") and in 2.21 reads its entries
+        back with a parse error, and TensorFlow keeps no cache of tf.function's tracing or cuDNN's autotuning
+        across processes: every TensorFlow process compiles and autotunes from nothing."""
+        return {}
+
     def launch(self, spec: RunSpec, worker: list[str], cluster: Cluster) -> Launch:
         """One worker process per replica of this node, each with its TF_CONFIG (MultiWorkerMirroredStrategy),
         or one process holding every replica under `strategy: mirrored` (backends.tensorflow.launcher)."""

@@ -123,6 +123,15 @@ class TorchBackend(Backend):
                 return CUDA_GRAPH_DATA_PARALLEL
         return None
 
+    def compile_cache_env(self, directory: str) -> dict[str, str]:
+        """Inductor's caches (its FX graph cache and, where the release has it, AOTAutograd's) and Triton's
+        kernel cache, autotuning choices included, in `directory`. Without this, torch.compile shares them
+        through one folder per user under the system's temporary directory: across processes and sessions, so
+        a "first" step could be warm from an earlier run."""
+        return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(directory, "inductor"),
+                "TRITON_CACHE_DIR": os.path.join(directory, "triton"),
+                "TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}
+
     def launch(self, spec: RunSpec, worker: list[str], cluster: Cluster) -> Launch:
         """torchrun (python -m torch.distributed.run) of this node's replicas, one process each
         (backends.torch.launcher)."""

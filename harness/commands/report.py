@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from harness.session.resume import work_left
 from harness.present.report import write_report
 from harness.results.compare import load_records
 from harness.results.store import Store, default_store_path
+from harness.session.resume import work_left
 
 
 @click.command("report")

@@ -22,6 +22,7 @@ from harness.session.app import (
 from harness.session.limits import MIN_MEMORY_LIMIT_TEXT, check_timeout
 from harness.session.runner import Interrupted, trap_signals
 from harness.spec.scenario import parse_resolution
+from harness.worker.measure import describe_measure, process_bounds
 
 
 def _cluster_flag(ctx, param, value):
@@ -58,6 +59,12 @@ def _show_dry_run(prepared: PreparedSession) -> None:
         click.echo(f"plan: {len(prepared.plan)} run(s), session {prepared.session_id} (dry run: nothing executed)")
     for i, spec in enumerate(prepared.plan, 1):
         click.echo(f"  {i:>3}. {spec.label()}")
+    for measured in dict.fromkeys(describe_measure(spec.measure) for spec in prepared.plan):
+        click.echo(f"measure: {measured}")
+    if prepared.rounds is not None:
+        most = sum(process_bounds(spec.measure)[1] for spec in prepared.rounds.configurations)
+        click.echo(f"processes auto: these {len(prepared.plan)} run(s), then rounds while a CI over processes is "
+                   f"wide; at most {min(most, prepared.rounds.limit or most)} in all")
     say(forecast_lines(planned_forecast(prepared)))
 
 
@@ -115,6 +122,8 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="auto, cpu, cuda:N or gpu:N (repeatable); replaces the file's devices.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a parameter (a [list] sweeps it), measure.FIELD, seed or name.")
+@click.option("--document", "documents", multiple=True, metavar="NAME",
+              help="Run only the documents of a multi-document file with this name (repeatable).")
 @click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
 @click.option("--timeout", type=float, default=None, callback=_check_timeout,
               help="Seconds one run may take before it is stopped (default measure.timeout_s).")
@@ -147,7 +156,7 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
                    "record's `profile` breakdown (measure.profile=true; docs/profile.md).")
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
 @click.option("--wide", is_flag=True, help="The summary table with every column and note in full, however wide.")
-def command(scenario_file, backends, devices, overrides, store_path, timeout, max_runs, dry_run, resume,
+def command(scenario_file, backends, devices, overrides, documents, store_path, timeout, max_runs, dry_run, resume,
             find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, profile, quiet,
             wide) -> None:
     """Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).
@@ -163,7 +172,8 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
                              devices=tuple(devices), store_path=store_path, timeout=timeout,
                              overrides=tuple(overrides) + (("measure.profile=true",) if profile else ()),
                              max_runs=max_runs, find_max_batch=find_max_batch, capacity=capacity,
-                             memory_limit=memory_limit, command=shlex.join(["harness"] + sys.argv[1:]))
+                             memory_limit=memory_limit, command=shlex.join(["harness"] + sys.argv[1:]),
+                             documents=tuple(documents))
     with trap_signals():  # from the start: Ctrl-C at any moment ends cleanly, with the session marked
         try:
             _run(request, dry_run, quiet, wide)

@@ -6,6 +6,7 @@ import click
 
 from harness.spec.bundled import resolve_scenario_path
 from harness.spec.scenario import DEFAULT_MAX_RUNS, count_points, load_scenarios
+from harness.worker.measure import describe_measure, process_bounds
 
 
 @click.command("validate")
@@ -18,8 +19,12 @@ def command(scenario_file: str, overrides: tuple[str, ...], max_runs: int | None
     path = resolve_scenario_path(scenario_file)
     for scenario in load_scenarios(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS):
         points = count_points(scenario)
-        runs = points * len(scenario.backends) * len(scenario.devices)
+        configurations = points * len(scenario.backends) * len(scenario.devices)
+        measure = scenario.measure.model_dump()
+        least, most = process_bounds(measure)
+        runs = f"{configurations * least}" if least == most else f"{configurations * least}-{configurations * most}"
         click.echo(
             f"{path}: ok: {scenario.name} ({scenario.workload}), {points} sweep point(s) x "
-            f"{len(scenario.backends)} backend(s) x {len(scenario.devices)} device(s) = {runs} run(s)"
+            f"{len(scenario.backends)} backend(s) x {len(scenario.devices)} device(s) = {configurations} "
+            f"configuration(s), {runs} run(s)\n  {describe_measure(measure)}"
         )

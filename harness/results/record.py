@@ -66,6 +66,9 @@ class Result:
     samples: list = field(default_factory=list)
     step_time_s: float | None = None
     first_step_s: float | None = None
+    #: the compilation caches this process started with: `cold` (empty), `warm` (filled by an earlier process of
+    #: its configuration), `none` (its framework has no cache harness points); None in records made before
+    compile_cache: str | None = None
     peak_allocated_bytes: int | None = None
     device_used_bytes: int | None = None
     host_peak_rss_bytes: int | None = None

@@ -10,6 +10,8 @@ import numpy as np
 
 #: A record whose coefficient of variation exceeds this is flagged as too noisy to trust.
 CV_WARN = 0.05
+#: The significance level of every verdict: a difference is called when the Mann-Whitney p is below it.
+VERDICT_ALPHA = 0.05
 #: Fewer samples than this give no meaningful spread; such a record is flagged too.
 MIN_SAMPLES = 3
 

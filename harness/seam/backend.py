@@ -129,6 +129,14 @@ class Backend:
         (`probe`: a capacity probe, which skips autotuning sweeps)."""
         return {}
 
+    def compile_cache_env(self, directory: str) -> dict[str, str]:
+        """Environment variables that point the framework's compilation caches (compiled code, autotuning
+        choices) at `directory`, for a worker the runner gives one: a directory of its own and empty (a cold
+        process: nothing from earlier processes or sessions), or one shared by a configuration's processes within
+        a session (`measure.compile_cache: warm`). {} where the framework keeps no cache across processes
+        that harness can point, or none that works (the record then says `compile_cache: none`)."""
+        return {}
+
     def launch(self, spec: RunSpec, worker: list[str], cluster: Cluster) -> Launch:
         """The processes that start this node's replicas of a data-parallel run (parent side, no framework import).
 

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.worker.measure import process_bounds
 from harness.workloads import WORKLOADS
 
 
@@ -92,6 +93,6 @@ class RunSpec:
         """A short human description: backend on device, with the params that a sweep varies."""
         shown = ", ".join([f"{k}={v}" for k, v in self.params.items() if v is not None]
                           + [f"{k}={v}" for k, v in self.options.items() if v is not None])
-        processes = int(self.measure.get("processes") or 1)
-        of = f" [process {self.replicate + 1}/{processes}]" if processes > 1 else ""
+        least, most = process_bounds(self.measure)
+        of = f" [process {self.replicate + 1}/{least if least == most else f'{least}-{most}'}]" if most > 1 else ""
         return f"{self.backend} on {self.device}: {self.workload} ({shown}){of}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import signal
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from harness.results.store import Store
 from harness.session.capacity import find_max_batch
 from harness.session.forecast import Forecast, forecast
 from harness.session.limits import check_timeout, parse_size
+from harness.session.plan import RunSpec
 from harness.session.request import (
     PreparedSession,
     SessionObserver,
@@ -172,15 +174,36 @@ def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver)
                 forecast(prepared.plan, records, prepared.capacity_mode)))
             runner = Runner(store, on_start=observer.run_started, on_result=observer.run_finished,
                             on_progress=observer.run_progress, memory_limit_bytes=prepared.memory_limit_bytes)
-            if prepared.capacity_mode:
-                _search_groups(runner, prepared, outcome)
-            else:
-                part = runner.run(prepared.plan)
-                outcome.records.extend(part.records)
-                outcome.interrupted, outcome.store_error = part.interrupted, part.store_error
+            try:
+                if prepared.capacity_mode:
+                    _search_groups(runner, prepared, outcome)
+                else:
+                    part = runner.run(prepared.plan, _more_rounds(store, prepared))
+                    outcome.records.extend(part.records)
+                    outcome.interrupted, outcome.store_error = part.interrupted, part.store_error
+            finally:
+                runner.close()
         except (Interrupted, KeyboardInterrupt) as exc:
             outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
     return outcome
+
+
+def _more_rounds(store: Store, prepared: PreparedSession):
+    """The runner's source of added rounds (`processes: auto`): each from every result the session has, in the
+    store (earlier runs of a resumed session included) or, where the store cannot say, those of this run."""
+    rounds = prepared.rounds
+    if rounds is None:
+        return None
+
+    def more(records: list[Result]) -> list[RunSpec]:
+        try:
+            known = store.results([prepared.session_id])
+        except (InputError, OSError, sqlite3.Error):
+            known = []
+        ids = {r.run_id for r in known}
+        return rounds.next_round(known + [r for r in records if r.run_id not in ids])
+
+    return more
 
 
 def _search_groups(runner: Runner, prepared: PreparedSession, outcome: SessionOutcome) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from harness.machine import nvml
 from harness.results import stats
 from harness.results.record import Result
-from harness.worker.measure import measure_settings
+from harness.worker.measure import AUTO, measure_settings
 from harness.workloads import WORKLOADS
 
 #: The CPU's rate assumed for the warning before a GPU-sized session runs on it, TFLOP/s (low, high).
@@ -34,7 +34,8 @@ class Forecast:
 
 
 def session_work_tflop(plan) -> float:
-    """The plan's work in TFLOP: each run's FLOPs per step x (first step + warm-up + timed steps)."""
+    """The plan's work in TFLOP: each run's FLOPs per step x (first step + warm-up + timed steps; under `steps: auto`
+    one step a block, as a step too slow for the CPU gets)."""
     total = 0.0
     for spec in plan:
         workload = WORKLOADS.get(spec.workload)
@@ -45,7 +46,9 @@ def session_work_tflop(plan) -> float:
         except Exception:  # noqa: BLE001 - an estimate is never a reason to stop
             continue
         m = measure_settings(spec.measure)
-        total += float(flops) * (1 + int(m["warmup"]) + int(m["steps"]) * int(m["repeats"]))
+        # `steps: auto` on a CPU running a GPU-sized step (what this estimate warns of) comes to one step a block
+        steps = 1 if m["steps"] == AUTO else int(m["steps"])
+        total += float(flops) * (1 + int(m["warmup"]) + steps * int(m["repeats"]))
     return total / 1e12
 
 

@@ -1,7 +1,8 @@
 """The plan: one RunSpec per (sweep point x backend x device x process).
 
 Each configuration runs in `measure.processes` separate worker processes (replicates: one sample
-each for the comparison). The plan runs them in rounds, every configuration once per round, in an
+each for the comparison); under `processes: auto` the plan holds the least of them, and
+harness.session.rounds adds rounds as the results ask for them. The plan runs them in rounds, every configuration once per round, in an
 order shuffled from the scenario's seed, so slow drift of the machine (clocks, heat, other load)
 falls on every configuration alike instead of on whichever always runs last.
 """
@@ -15,6 +16,7 @@ from dataclasses import replace
 from harness.seam.backend import available_backends
 from harness.seam.runspec import RunSpec, new_id, run_key
 from harness.spec.scenario import Scenario, sweep_points
+from harness.worker.measure import process_bounds
 from harness.workloads import WORKLOADS
 
 
@@ -71,7 +73,7 @@ def build_plan(
                         cpu_threads=scenario.cpu_threads.model_dump(),
                     )
                 )
-    return interleave(configurations, int(measure.get("processes") or 1), scenario.seed)
+    return interleave(configurations, process_bounds(measure)[0], scenario.seed)
 
 
 def one_replica_key(scenario: str, workload: str, backend: str, device: str, params: dict,

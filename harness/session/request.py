@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from harness.results.record import Result
 from harness.session.forecast import Forecast
 from harness.session.plan import RunSpec
+from harness.session.rounds import AdaptiveRounds
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class SessionRequest:
     capacity: dict = field(default_factory=dict)
     memory_limit: str | None = None
     command: str | None = None
+    #: run only the documents of a multi-document scenario file with these names (--document)
+    documents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class PreparedSession:
     settings: dict | None = None
     command: str | None = None
     resumed: Resumed | None = None
+    #: the rounds added after the plan for `processes: auto` configurations (None: every count is fixed)
+    rounds: AdaptiveRounds | None = None
 
 
 @dataclass(frozen=True)

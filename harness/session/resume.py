@@ -17,6 +17,8 @@ from harness.results.store import (
 from harness.session.capacity import capacity_key
 from harness.session.plan import RunSpec, new_id
 from harness.session.request import PreparedSession, Resumed, SessionRequest
+from harness.session.rounds import AdaptiveRounds
+from harness.spec.scenario import DEFAULT_MAX_RUNS
 
 
 def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> list[bool]:
@@ -144,7 +146,8 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
     """The rest of the stored session `request.resume` names, with the settings it began with (InputError for
     a request that would change them); nothing is written."""
     shaping = [name for name, given in (("--set", request.overrides), ("--backend", request.backends),
-                                        ("--device", request.devices), ("--max-runs", request.max_runs)) if given]
+                                        ("--device", request.devices), ("--max-runs", request.max_runs),
+                                        ("--document", request.documents)) if given]
     if shaping:
         raise InputError(f"--resume {request.resume}: a resumed session runs the rest of its own plan; "
                          f"{', '.join(shaping)} cannot change it (start a new session with SCENARIO_FILE for that)",
@@ -166,5 +169,8 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
         if request.timeout is not None and "timeout_s" not in settings:  # a session stored before settings were
             plan = [replace(spec, measure={**spec.measure, "timeout_s": float(request.timeout)}) for spec in plan]
         resumed = Resumed(len(plan), len(entries), "run(s)")
+    rounds = None if capacity_mode else AdaptiveRounds.of(
+        [RunSpec.from_dict(entry) for entry in entries], planned=len(entries),
+        limit=settings.get("max_runs") or DEFAULT_MAX_RUNS)
     return PreparedSession(session_id=session["session_id"], plan=plan, groups=groups, capacity_mode=capacity_mode,
-                           store_path=path, memory_limit_bytes=limit_bytes, resumed=resumed)
+                           store_path=path, memory_limit_bytes=limit_bytes, resumed=resumed, rounds=rounds)

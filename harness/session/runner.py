@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from typing import Callable
 
 from harness.errors import StoreWriteError, Unsupported
 from harness.machine import env as env_mod
+from harness.machine import nvml
 from harness.results.record import FAILING_STATUSES, Result, utc_now, write_json_atomic
 from harness.results.stats import median
 from harness.results.store import Store
@@ -31,10 +34,13 @@ from harness.seam.backend import available_backends
 from harness.session.dataparallel import merge, read_rank_results, scaling_efficiency
 from harness.session.plan import RunSpec, one_replica_key
 from harness.spec.devices import gpu_index
+from harness.worker.neighbours import PAUSE_FILE
 from harness.workloads import WORKLOADS
 
 #: Seconds a worker gets to exit after SIGTERM before SIGKILL.
 TERM_GRACE_S = 5.0
+#: The fewest CPU cores with which a timed run's set-up may share the host with the next run's import.
+OVERLAP_MIN_CORES = 4
 LOG_TAIL_CHARS = 3000
 #: Seconds the runner blocks in wait() between two reads of a worker's progress file.
 PROGRESS_POLL_S = 0.5
@@ -106,8 +112,17 @@ class _Ahead:
     tmpdir: tempfile.TemporaryDirectory
 
 
+def _continue(proc: subprocess.Popen) -> None:
+    """Let a paused process group go on (SIGCONT); nothing if it has left."""
+    try:
+        os.killpg(proc.pid, signal.SIGCONT)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _stop_ahead(ahead: _Ahead) -> None:
     """Stop a worker started ahead and remove its folder."""
+    _continue(ahead.proc)  # a paused process would hold its SIGTERM until the grace period ran out
     _kill_group(ahead.proc)
     ahead.tmpdir.cleanup()
 
@@ -252,6 +267,7 @@ class Runner:
         on_progress: Callable | None = None,
         memory_limit_bytes: int | None = None,
         cluster: dp.Cluster | None = None,
+        overlap: bool | None = None,
     ):
         self.store = store
         self.memory_limit_bytes = memory_limit_bytes
@@ -267,6 +283,12 @@ class Runner:
         #: capacity probes: while one probe runs, the next one's worker starts and imports its framework
         self._ahead_wanted = False
         self._ahead: _Ahead | None = None
+        #: the session's compilation caches (harness-cache-*), made at the first run that needs one
+        self._cache_root: str | None = None
+        #: timed runs: the next run's worker imports while this one sets up, and is paused while it is timed
+        #: (None: where that is harmless, `_overlap_harmless`; True/False: always, never)
+        self.overlap = overlap
+        self._next: RunSpec | None = None
 
     @contextlib.contextmanager
     def workers_ahead(self):
@@ -317,7 +339,42 @@ class Runner:
         if ahead.key != self._ahead_key(spec, env) or ahead.proc.poll() is not None:
             _stop_ahead(ahead)
             return None
+        _continue(ahead.proc)  # a worker that died while timed may have left it paused
         return ahead
+
+    def _overlap_harmless(self, spec: RunSpec) -> bool:
+        """Whether a timed run may have the next run's worker importing beside it: a plain run (one process) on a
+        GPU of a host with cores to spare. The worker ahead is paused from the run's first step to its last
+        measurement (harness.worker.neighbours), so it shares only the run's own untimed set-up; it never opens
+        a device before its own run, so it holds no GPU memory. On the CPU the import would take the cores the
+        run's own set-up uses, and a small host's load average would call the machine busy."""
+        if self._replicas(spec) != 1:
+            return False
+        device = str(spec.device)
+        on_gpu = gpu_index(device) is not None or (device == "auto" and bool(nvml.gpus()))
+        return on_gpu and (os.cpu_count() or 1) >= OVERLAP_MIN_CORES
+
+    def _overlapping(self, spec: RunSpec) -> bool:
+        """Whether this timed run overlaps with the next one's import (`overlap`, else `_overlap_harmless`)."""
+        if spec.measure.get("probe"):
+            return False
+        return self.overlap if self.overlap is not None else self._overlap_harmless(spec)
+
+    def _start_next_ahead(self, spec: RunSpec, files: "_RunFiles") -> None:
+        """Start the next run's worker now, to import while this one sets up, and name it in this run's pause
+        file, so that this run's worker pauses it while it is timed."""
+        following = self._next
+        if following is None or not self._overlapping(spec) or not self._overlapping(following):
+            return
+        backend = self._backends.get(following.backend)
+        if backend is None or self.static_status(following) is not None:
+            return
+        cache_env, _, _ = self._compile_cache(following, backend)
+        env = worker_env(self.memory_limit_bytes, {**backend.worker_env(following.options), **cache_env})
+        self.drop_ahead()
+        self._start_ahead(following, env)
+        if self._ahead is not None:
+            write_json_atomic(files.folder / PAUSE_FILE, [self._ahead.proc.pid])
 
     def static_status(self, spec: RunSpec) -> tuple[str, str] | None:
         """(status, reason) for a run decided without a worker: backend missing or combination unmapped."""
@@ -351,13 +408,16 @@ class Runner:
             return self._decided(result, backend=self._backends.get(spec.backend), status=static, duration_s=0.0)
         started = time.perf_counter()
         backend = self._backends[spec.backend]
-        base_env = worker_env(self.memory_limit_bytes, backend.worker_env(
-            spec.options, probe=bool(spec.measure.get("probe"))))
+        cache_env, cache_state, cold_cache = self._compile_cache(spec, backend)
+        base_env = worker_env(self.memory_limit_bytes, {**backend.worker_env(
+            spec.options, probe=bool(spec.measure.get("probe"))), **cache_env})
         probe = bool(spec.measure.get("probe")) and self._replicas(spec) == 1
-        ahead = self._take_ahead(spec, base_env) if probe else None
+        ahead = self._take_ahead(spec, base_env) if probe or self._overlapping(spec) else None
         tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
         try:
             files = _RunFiles(Path(tmpdir.name))
+            if not probe:
+                self._start_next_ahead(spec, files)
             write_json_atomic(files.spec, spec.to_dict())  # whole: a worker started ahead polls for it
             env = {**base_env, "HARNESS_PROGRESS_FILE": str(files.progress.path)}
             try:
@@ -372,10 +432,38 @@ class Runner:
                 result = self._merge_replicas(result, spec, launch, procs, files, timed_out, leftovers)
             else:
                 result = _worker_result(result, spec, files.result, timed_out, procs[0])
-            result = _with_evidence(result, files.log)
+            result = _with_evidence(result, files.log).updated(compile_cache=cache_state)
         finally:
             tmpdir.cleanup()
+            if cold_cache is not None:
+                shutil.rmtree(cold_cache, ignore_errors=True)
         return _timed(result, started, worker_ran=launch is None)
+
+    def _compile_cache(self, spec: RunSpec, backend) -> tuple[dict[str, str], str | None, Path | None]:
+        """(environment, state, folder to remove after the run) of a run's compilation caches, in a folder the
+        session owns (close() removes it): a new empty one per process (`compile_cache: cold`), or one per
+        configuration (`warm`: cold for its first process, warm once a process has filled it). A capacity probe
+        keeps the framework's own default."""
+        if spec.measure.get("probe"):
+            return {}, None, None
+        if self._cache_root is None:
+            self._cache_root = tempfile.mkdtemp(prefix="harness-cache-")
+        warm = spec.measure.get("compile_cache") == "warm"
+        name = f"config-{hashlib.sha256(spec.run_key.encode()).hexdigest()[:16]}" if warm else f"run-{spec.run_id}"
+        folder = Path(self._cache_root, name)
+        env = backend.compile_cache_env(str(folder))
+        if not env:
+            return {}, "none", None
+        state = "warm" if warm and folder.is_dir() and any(folder.iterdir()) else "cold"
+        folder.mkdir(exist_ok=True)
+        return env, state, None if warm else folder
+
+    def close(self) -> None:
+        """Remove what the session's runs left: the compilation caches, a worker started ahead."""
+        self.drop_ahead()
+        root, self._cache_root = self._cache_root, None
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
     def _decided(self, result: Result, *, backend, status: tuple[str, str], duration_s: float) -> Result:
         """The record of a run decided without a measurement: its status and reason, the runner's environment."""
@@ -505,32 +593,47 @@ class Runner:
             except Exception:  # noqa: BLE001 - a display that fails must not fail the run
                 pass
 
-    def run(self, plan: list[RunSpec]) -> SessionOutcome:
-        """Execute every spec in order, storing each record as it arrives.
+    def run(self, plan: list[RunSpec], more: Callable[[list[Result]], list[RunSpec]] | None = None) -> SessionOutcome:
+        """Execute every spec in order, storing each record as it arrives; then, while `more(records so far)`
+        returns runs (the added rounds of `processes: auto`, harness.session.rounds), those.
 
         SIGINT/SIGTERM stop the running worker; what finished stays stored and the outcome says
         which signal ended the session. A result the store cannot take ends the session too: it is
         kept in a side file (Store.add), and the outcome's `store_error` says where.
         """
         outcome = SessionOutcome()
+        plan = list(plan)
         with trap_signals():
             try:
-                for i, spec in enumerate(plan, 1):
-                    self.on_start(i, len(plan), spec)
-                    self._index = i
-                    record = self.add_scaling_efficiency(self.execute(spec))
-                    try:
-                        if self.cluster.node_rank == 0:  # in a several-node run, node 0 (global rank 0) keeps the record
-                            self.store.add(record)
-                    except StoreWriteError as exc:
-                        outcome.store_error = exc
-                    outcome.records.append(record)
-                    self.on_result(i, len(plan), record)
-                    if outcome.store_error is not None:
+                i = 0
+                while True:
+                    if i == len(plan):
+                        added = more(outcome.records) if more is not None else []
+                        if not added:
+                            break
+                        plan += added
+                    i += 1
+                    if self._run_one(i, plan, outcome):
                         break
             except (Interrupted, KeyboardInterrupt) as exc:
                 outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         return outcome
+
+    def _run_one(self, i: int, plan: list[RunSpec], outcome: SessionOutcome) -> bool:
+        """Run plan[i - 1], store and report its record; whether the session must stop (the store failed)."""
+        spec = plan[i - 1]
+        self._next = plan[i] if i < len(plan) else None
+        self.on_start(i, len(plan), spec)
+        self._index = i
+        record = self.add_scaling_efficiency(self.execute(spec))
+        try:
+            if self.cluster.node_rank == 0:  # in a several-node run, node 0 (global rank 0) keeps the record
+                self.store.add(record)
+        except StoreWriteError as exc:
+            outcome.store_error = exc
+        outcome.records.append(record)
+        self.on_result(i, len(plan), record)
+        return outcome.store_error is not None
 
     def add_scaling_efficiency(self, record: Result) -> Result:
         """scaling_efficiency of an ok data-parallel record, against the median of the same configuration's

@@ -13,6 +13,7 @@ from harness.seam.backend import resolve_backend_name
 from harness.session.capacity_settings import capacity_settings
 from harness.session.plan import build_plan, new_id
 from harness.session.request import PreparedSession, SessionRequest
+from harness.session.rounds import AdaptiveRounds
 from harness.session.runner import Runner
 from harness.spec.bundled import resolve_scenario_path
 from harness.spec.devices import normalize_device
@@ -77,10 +78,24 @@ def load_filtered(path, overrides: list[str], limit: int, backends: list[str] | 
         if scale > 1 and exc.field == "sweep" and "more than the limit" in str(exc):
             raise InputError(f"{path}: even the runs of {_chosen(backends, devices)} are more than "
                              f"{max(limit, DEFAULT_MAX_RUNS)} "
-                             "(each configuration runs in measure.processes worker processes, 5 by default); narrow "
+                             "(each configuration runs in measure.processes worker processes, at least 4 under the default auto); "
+                             "narrow "
                              "the sweep, or lower --set measure.processes=N", source=str(path),
                              field="--max-runs") from None
         raise
+
+
+def chosen_documents(path, scenarios: list, names) -> list:
+    """The documents of the file that --document names (every one when none is named); InputError for a name that
+    is no document's."""
+    if not names:
+        return scenarios
+    known = [s.name for s in scenarios]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"--document {unknown[0]}: {path} has no document of that name (it has: {', '.join(known)})",
+                         source=str(path), field="--document")
+    return [s for s in scenarios if s.name in names]
 
 
 def written_for(scenarios: list, chosen: list[str] | None) -> tuple[list, list]:
@@ -99,10 +114,10 @@ def written_for(scenarios: list, chosen: list[str] | None) -> tuple[list, list]:
 def too_many(path, plan, limit: int, backends, devices) -> str:
     """Why a plan is refused: its runs, as configurations times processes, after the filters."""
     configurations = sum(1 for spec in plan if spec.replicate == 0)
-    processes = sorted({int(spec.measure.get("processes") or 1) for spec in plan})
+    processes = sorted({str(spec.measure.get("processes") or 1) for spec in plan})
     each = "/".join(map(str, processes))
     return (f"{path}: the plan has {len(plan)} runs ({configurations} configuration(s) of {_chosen(backends, devices)}, "
-            f"each in {each} worker process(es): measure.processes), more than --max-runs {limit}; allow it with "
+            f"each in {each} worker process(es): measure.processes; for auto, its least), more than --max-runs {limit}; allow it with "
             f"--max-runs {len(plan)}, or run fewer processes with --set measure.processes=N")
 
 
@@ -126,7 +141,9 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
     chosen = chosen_backends(request.backends)
     devices = list(dict.fromkeys(normalize_device(d) for d in request.devices)) or None
     limit = request.max_runs or DEFAULT_MAX_RUNS
-    scenarios, skipped = written_for(load_filtered(path, list(request.overrides), limit, chosen, devices), chosen)
+    loaded = chosen_documents(path, load_filtered(path, list(request.overrides), limit, chosen, devices),
+                              request.documents)
+    scenarios, skipped = written_for(loaded, chosen)
     if skipped:
         notice(f"--backend {' '.join(chosen)}: runs the documents of {path} written for it; skipped "
                + "; ".join(f"{s.name} (written for {', '.join(s.backends)})" for s in skipped))
@@ -147,8 +164,10 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
     settings = {"memory_limit_bytes": limit_bytes, "memory_limit": request.memory_limit, "timeout_s": request.timeout,
                 "find_max_batch": bool(request.find_max_batch), "backends": chosen, "devices": devices,
                 "overrides": list(request.overrides), "max_runs": request.max_runs,
+                "documents": list(request.documents),
                 **{f"capacity_{k}": v for k, v in request.capacity.items()}}
     return PreparedSession(session_id=session_id, plan=plan, groups=groups, capacity_mode=capacity_mode,
                            store_path=str(request.store_path or default_store_path()), memory_limit_bytes=limit_bytes,
                            scenario_path=str(path), entries=entries, settings=settings,
-                           command=request.command or shlex.join(["harness", "run", str(request.scenario_file)]))
+                           command=request.command or shlex.join(["harness", "run", str(request.scenario_file)]),
+                           rounds=None if capacity_mode else AdaptiveRounds.of(plan, planned=len(plan), limit=limit))

@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 from harness.errors import InputError
 from harness.seam.backend import available_backends, resolve_backend_name
 from harness.spec.devices import normalize_device
-from harness.worker.measure import Measure
+from harness.worker.measure import Measure, process_bounds
 from harness.workloads import WORKLOADS
 from harness.workloads.base import NumbersNotBooleans
 
@@ -454,10 +454,11 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
 
 
 def _check_run_count(scenario: Scenario, source: str, max_runs: int) -> None:
-    runs = count_points(scenario) * len(scenario.backends) * len(scenario.devices) * scenario.measure.processes
+    runs = count_points(scenario) * len(scenario.backends) * len(scenario.devices) * process_bounds(
+        scenario.measure.model_dump())[0]
     if runs > max_runs:
         raise InputError(
-            f"{source}: field `sweep`: expands to {runs} runs (points x backends x devices x processes), more than the "
+            f"{source}: field `sweep`: expands to {runs} runs (points x backends x devices x processes, the least of measure.processes: auto), more than the "
             f"limit of {max_runs}; narrow the sweep or allow it with --max-runs {runs}",
             source=source,
             field="sweep",

@@ -23,7 +23,8 @@ from harness.seam.backend import Backend, RunContext, available_backends
 from harness.seam.distributed import Replica, replica_device, threads_per_replica
 from harness.seam.runspec import RunSpec
 from harness.worker.figures import TimedRun, figures
-from harness.worker.measure import run_timed
+from harness.worker.measure import AUTO, run_timed
+from harness.worker.neighbours import paused
 from harness.worker.outcome import Measured, WorkerResult
 from harness.worker.profile import profile_run
 from harness.workloads import WORKLOADS
@@ -185,24 +186,35 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
         result.framework_env = device.identity()["env"]  # again: the settings prepare put in force (TF32, threads)
         phases.next("steps")
         try:
-            work = run.workload.headline_per_step(run.params)
-            clock, sync_api = device.clock()
-            device.reset_peak()
-            timing = run_timed(prepared.step, clock, run.measure, work_per_step=work,
-                               telemetry=None if probe else ctx.telemetry_for(device.neutral),
-                               progress=progress_writer() if run.replica is None or run.replica.rank == 0 else None)
-            phases.next("after")
-            result.measured = Measured(peak_allocated_bytes=device.peak_allocated_bytes())
-            checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
-            extra = prepared.timing_fields()
-            if not probe:
-                extra.update(device.after_timing(prepared.step, timing, run.params, ctx))
-            if run.measure.get("profile") and not probe:
-                profile_after(device, prepared.step, timing, run, ctx, result)
+            with paused() as neighbours:  # the next run's worker, importing ahead, is still while this one is timed
+                timing, work, sync_api, checks, extra = _timed_steps(prepared, run, probe, ctx, result, phases)
+            if neighbours:
+                extra["paused_workers"] = len(neighbours)
         finally:
             prepared.close()
     return TimedRun(timing=timing, work_per_step=work, api={**prepared.api, "sync": sync_api}, checks=checks,
                     extra=extra, distributed=prepared.distributed)
+
+
+def _timed_steps(prepared, run: OpenRun, probe: bool, ctx: RunContext, result: WorkerResult, phases: Phases):
+    """(timing, work per step, how the clock syncs, checks, the backend's extra timing figures) of a prepared
+    step; the allocator's peak into `result` as the timed loop ends."""
+    device = run.device
+    work = run.workload.headline_per_step(run.params)
+    clock, sync_api = device.clock()
+    device.reset_peak()
+    timing = run_timed(prepared.step, clock, run.measure, work_per_step=work,
+                       telemetry=None if probe else ctx.telemetry_for(device.neutral),
+                       progress=progress_writer() if run.replica is None or run.replica.rank == 0 else None)
+    phases.next("after")
+    result.measured = Measured(peak_allocated_bytes=device.peak_allocated_bytes())
+    checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
+    extra = prepared.timing_fields()
+    if not probe:
+        extra.update(device.after_timing(prepared.step, timing, run.params, ctx))
+    if run.measure.get("profile") and not probe:
+        profile_after(device, prepared.step, timing, run, ctx, result)
+    return timing, work, sync_api, checks, extra
 
 
 def profile_after(device: Device, step, timing, run: OpenRun, ctx: RunContext, result: WorkerResult) -> None:
@@ -229,6 +241,10 @@ def note_replica(run: OpenRun, timed: TimedRun, result: WorkerResult) -> None:
         result.distributed_replica["replica_peaks"] = peaks
 
 
+#: Steps per block of a data-parallel run whose scenario says `steps: auto`.
+DATA_PARALLEL_STEPS = 10
+
+
 def fixed_blocks(measure: dict, ctx: RunContext) -> dict:
     """A data-parallel run's measure: a fixed number of blocks. Every replica runs the same loop and meets
     the others in each step's all-reduce; an adaptive stop decided by each replica from its own clock
@@ -237,7 +253,12 @@ def fixed_blocks(measure: dict, ctx: RunContext) -> dict:
     if adaptive:
         ctx.warnings.append(f"{', '.join(f'{k}={v}' for k, v in adaptive.items())} ignored with replicas > 1: "
                             f"every replica runs the fixed {measure.get('repeats')} blocks (docs/distributed.md)")
-    return {**measure, "min_time_s": None, "target_ci_pct": None, "max_repeats": None}
+    steps = measure.get("steps")
+    if steps == AUTO:  # each replica would calibrate on its own clock and could choose another count
+        steps = DATA_PARALLEL_STEPS
+        ctx.warnings.append(f"steps: auto chooses one count per process, and every replica must run the same: "
+                            f"{steps} steps per block with replicas > 1 (set measure.steps to choose)")
+    return {**measure, "steps": steps, "min_time_s": None, "target_ci_pct": None, "max_repeats": None}
 
 
 def execute(spec: RunSpec) -> WorkerResult:

@@ -16,6 +16,7 @@ from harness.seam.backend import available_backends
 from harness.seam.distributed import Replica, rank_result_path, register_pid
 from harness.seam.runspec import RunSpec
 from harness.worker.execute import execute
+from harness.worker.neighbours import read_pause_file
 
 
 def apply_memory_limit() -> None:
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with open(spec_path, encoding="utf-8") as fh:
         spec = RunSpec.from_dict(json.load(fh))
+    read_pause_file(spec_path)
     result = execute(spec)
     if ahead is not None:  # not part of duration_s: it ran before the run was handed over
         result.phases_s = {**(result.phases_s or {}), "imported_ahead": round(ahead, 3)}

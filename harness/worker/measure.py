@@ -5,11 +5,12 @@ Framework-free: a backend hands in its step and a Clock that knows how to wait f
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Annotated, Any, Callable, Literal, Protocol
 
-from pydantic import ConfigDict, Field, StrictBool
+from pydantic import ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from harness.results import stats
 from harness.workloads.base import NumbersNotBooleans
@@ -75,6 +76,8 @@ class Timing:
     steps_per_block: int
     blocks: list[BlockTime] = field(default_factory=list)
     stop_reason: str = "repeats"
+    #: how steps_per_block was chosen under `steps: auto` (None: the scenario gave the number)
+    calibration: dict | None = None
 
     @property
     def wall_s(self) -> list[float]:
@@ -102,32 +105,86 @@ class Timing:
             "stop_reason": self.stop_reason,
             "block_wall_s": self.wall_s,
             "block_device_s": self.device_s,
+            **({"steps_chosen": self.calibration} if self.calibration else {}),
             **extra,
         }
 
 
+#: What `steps: auto` and `processes: auto` mean; a number keeps its old meaning.
+AUTO = "auto"
+#: The shortest a timed block lasts under `steps: auto`: torch.utils.benchmark's blocked_autorange times
+#: blocks of at least 0.2 s, pyperf calibrates each value to at least 0.1 s. 0.2 s keeps a GPU's launch
+#: jitter and one slow step under 1% of a block even for steps of a few microseconds.
+MIN_BLOCK_S = 0.2
+
+
 class Measure(NumbersNotBooleans):
-    """The `measure:` block: how many steps are warm-up and timed, and when a run is given up."""
+    """The `measure:` block: warm-up and timed steps, blocks, worker processes, and when a run is given up."""
 
     model_config = ConfigDict(extra="forbid")
 
     warmup: int = Field(10, ge=0, le=1_000_000)
-    steps: int = Field(50, ge=1, le=10_000_000)
+    #: Steps per timed block: a number, or `auto` (after warm-up, as many as make a block last at least
+    #: `min_block_s`, at most `max_block_steps`; one step when a single step is already that long).
+    steps: Annotated[int, Field(ge=1, le=10_000_000)] | Literal["auto"] = AUTO
+    min_block_s: float = Field(MIN_BLOCK_S, gt=0, le=3600)
+    max_block_steps: int = Field(100_000, ge=1, le=10_000_000)
     repeats: int = Field(5, ge=1, le=10_000)
     min_time_s: float | None = Field(None, ge=0, le=86_400)
     max_repeats: int | None = Field(None, ge=1, le=100_000)
     target_ci_pct: float | None = Field(None, gt=0, le=100)
     timeout_s: float = Field(1800, gt=0, le=7 * 86_400)
-    #: Worker processes per configuration: each is one sample of the comparison (its median); the
-    #: plan interleaves them across configurations. 5 is the fewest with which a Mann-Whitney test
-    #: of 5 against 5 can go below p = 0.01 (4 against 4: only 0.029) and still find a 10% difference
-    #: when processes differ by a few percent; see the README's Statistics section.
-    processes: int = Field(5, ge=1, le=100)
+    #: Worker processes per configuration, each one sample of the comparison (its median), interleaved
+    #: across configurations. A number runs exactly that many; `auto` runs `min_processes` (by default the
+    #: fewest with which a verdict can exist at all) and then adds processes to a configuration, one round
+    #: at a time, until the 95% CI of its median over processes is within `process_ci_pct` percent, or it
+    #: has `max_processes` (docs/statistics.md).
+    processes: Annotated[int, Field(ge=1, le=100)] | Literal["auto"] = AUTO
+    min_processes: int | None = Field(None, ge=2, le=100)
+    max_processes: int = Field(10, ge=2, le=100)
+    process_ci_pct: float = Field(1.0, gt=0, le=100)
+    #: The frameworks' compilation caches: `cold`, every process with an empty cache of its own (its first
+    #: step compiles and autotunes from nothing, and so is an independent sample); `warm`, one cache per
+    #: configuration shared by its processes within the session (the first runs cold; later ones reuse its
+    #: compiled code and autotuning choices). docs/statistics.md says why cold is the default.
+    compile_cache: Literal["cold", "warm"] = "cold"
     #: After the timed blocks, profile a few more steps with the framework's own profiler: the record's
     #: `profile` breakdown (harness.worker.profile, docs/profile.md). Never inside the timed blocks.
     profile: StrictBool = False
     #: Where the profiler's raw trace is kept (a folder; each run writes beneath it); None: not kept.
     profile_trace_dir: str | None = Field(None, min_length=1)
+
+    @field_validator("steps", "processes", mode="before")
+    @classmethod
+    def _auto_or_count(cls, value, info):
+        # one message for a value that is neither `auto` nor a count, where the union would give two
+        most = 10_000_000 if info.field_name == "steps" else 100
+        if value == AUTO:
+            return value
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value, whole = int(value), True
+        if not whole or not 1 <= value <= most:
+            raise ValueError(f"expected auto or a whole number from 1 to {most:,}")
+        return value
+
+    @model_validator(mode="after")
+    def _processes_in_order(self):
+        if self.min_processes is not None and self.min_processes > self.max_processes:
+            raise ValueError(f"min_processes ({self.min_processes}) is above max_processes ({self.max_processes})")
+        return self
+
+
+def process_bounds(measure: dict) -> tuple[int, int]:
+    """(least, most) worker processes per configuration of a `measure:` block (filled or not): equal for a number;
+    for `auto`, `min_processes` (default: the fewest a verdict needs per side, stats.processes_needed) up to
+    `max_processes`."""
+    cfg = measure_settings(measure)
+    if cfg["processes"] != AUTO:
+        n = int(cfg["processes"] or 1)
+        return n, n
+    least = int(cfg.get("min_processes") or stats.processes_needed(stats.VERDICT_ALPHA))
+    return least, max(least, int(cfg["max_processes"]))
 
 
 def measure_settings(measure: dict) -> dict:
@@ -135,6 +192,19 @@ def measure_settings(measure: dict) -> dict:
     out = Measure().model_dump()
     out.update({k: v for k, v in measure.items() if v is not None or k not in out})
     return out
+
+
+def describe_measure(measure: dict) -> str:
+    """What a `measure:` block will do, in a line, `auto` included (validate and --dry-run say it)."""
+    cfg = measure_settings(measure)
+    least, most = process_bounds(cfg)
+    steps = f"steps auto (blocks >= {cfg['min_block_s']:g} s)" if cfg["steps"] == AUTO else f"{cfg['steps']} steps"
+    blocks = f"{cfg['repeats']}{'+' if StopRule.from_settings(cfg).adaptive else ''} blocks"
+    if least == most:
+        processes = f"{least} process(es)"
+    else:
+        processes = f"processes auto {least}-{most} (until the CI over processes is within {cfg['process_ci_pct']:g}%)"
+    return f"{steps} x {blocks}; {processes}; caches {cfg['compile_cache']}"
 
 
 @dataclass(frozen=True)
@@ -201,9 +271,10 @@ def run_timed(
     report = progress or (lambda phase, **figures: None)
     cfg = measure_settings(measure)
     rule = StopRule.from_settings(cfg)
-    steps, warmup = int(cfg["steps"]), int(cfg["warmup"])
+    warmup = int(cfg["warmup"])
+    auto = cfg["steps"] == AUTO
 
-    report("first_step", steps=steps, repeats=rule.repeats, warmup=warmup)
+    report("first_step", steps=None if auto else int(cfg["steps"]), repeats=rule.repeats, warmup=warmup)
     token = clock.start()
     step()
     first = clock.stop(token).wall_s
@@ -213,7 +284,9 @@ def run_timed(
         step()
     clock.sync()
 
-    timing = Timing(first_step_s=first, steps_per_block=steps)
+    calibration = calibrate(step, clock, float(cfg["min_block_s"]), int(cfg["max_block_steps"])) if auto else None
+    steps = calibration["steps"] if calibration else int(cfg["steps"])
+    timing = Timing(first_step_s=first, steps_per_block=steps, calibration=calibration)
     if telemetry is not None:
         telemetry.start()
     try:
@@ -222,6 +295,30 @@ def run_timed(
         if telemetry is not None:
             telemetry.stop()
     return timing
+
+
+def calibrate(step: Callable[[], Any], clock: Clock, min_block_s: float, max_steps: int) -> dict:
+    """How many steps make a block of at least `min_block_s` (`steps: auto`), after warm-up.
+
+    Like timeit's autorange: time 1, 10, 100 ... steps (each run synchronized) until a run lasts a tenth of
+    `min_block_s`, then take ceil(min_block_s / seconds per step), at least 1 and at most `max_steps`. A step
+    longer than min_block_s costs one untimed step; a 10 us step about 1.2 x min_block_s / 10 of extra warm-up.
+    """
+    n = 1
+    while True:
+        token = clock.start()
+        for _ in range(n):
+            step()
+        seconds = clock.stop(token).wall_s
+        if seconds >= min_block_s / 10 or n >= max_steps:
+            break
+        n = min(n * 10, max_steps)
+    per_step = seconds / n
+    # 10% over the minimum: the calibration run includes its own synchronisation, a block of that many steps a little less
+    steps = max(1, min(max_steps, math.ceil(1.1 * min_block_s / per_step))) if per_step > 0 else max_steps
+    capped = steps == max_steps and per_step * max_steps < min_block_s
+    return {"steps": steps, "min_block_s": min_block_s, "max_block_steps": max_steps, "calibration_steps": n,
+            "calibration_s": seconds, "step_s": per_step, "capped": capped}
 
 
 def time_blocks(step: Callable[[], Any], clock: Clock, timing: Timing, rule: StopRule, work_per_step: float,

@@ -203,7 +203,8 @@ def plot_frameworks(subset: list[Result], groups: list[Group], ratios: dict, col
     caption = (f"Each bar is the median {metric} over that configuration's processes, its whisker the bootstrap "
                "95% CI over processes (one process: over its timed blocks). Above each bar: its ratio to "
                f"{' / '.join(bases) or 'the baseline'} in the same configuration and the verdict of "
-               "`harness compare --by backend` (bold: a difference; n.s.: no difference found; inconclusive: "
+               "`harness compare --by backend` (bold: a difference; same \u00b1X%: the CI over processes lies within "
+               "X% of the baseline; n.s.: no difference found; inconclusive: "
                "too few processes; busy: measured on a busy machine). A status word in place of a bar: that "
                "run did not finish (see below). "
                f"Frameworks: {versions(shown)}. {sentence(describe_settings(shown))}.")
@@ -384,7 +385,7 @@ def plot_technique_speedups(tables: dict, colours: dict | None = None) -> Plot |
     _title(ax, "Speedup of each technique against its baseline (95% CI; pale: no verdict)",
            f"varies: the technique, backend; {records_context}; baselines: {baselines}", fig_w)
     return Plot("technique_speedups", "Speedup of each technique", png(fig),
-                "Ratio of medians over processes with a bootstrap 95% CI; a pale bar has no verdict: n.s. (no "
-                "difference found) or inconclusive (too few processes for any verdict), with the processes per "
+                "Ratio of medians over processes with a bootstrap 95% CI; a pale bar has no verdict of a difference: "
+                "same \u00b1X% (the CI lies within X% of 1), n.s. (no difference found) or inconclusive (too few processes for any verdict), with the processes per "
                 "side. Baselines: " + baselines + ".")
 

@@ -12,6 +12,7 @@ from harness.machine.peaks import peak_tflops
 from harness.results import stats
 from harness.results.compare import (
     DATASHEET_COLUMNS,
+    EQUIVALENT,
     RESULT_COLUMNS,
     backend_variant,
     compare,
@@ -223,11 +224,13 @@ def configuration_groups(records: list[Result], min_variants: int = 1) -> list[G
 
 
 def short_verdict(verdict: str | None) -> str:
-    """A verdict in a word for a bar's label: faster/slower/more/less, `inconclusive` or `n.s.`."""
+    """A verdict in a word for a bar's label: faster/slower/more/less, `same ±2%`, `inconclusive` or `n.s.`."""
     if not verdict:
         return ""
     if is_difference(verdict):
         return verdict.split(":", 1)[0]
+    if verdict.startswith(EQUIVALENT):
+        return "same \u00b1" + verdict.removeprefix(EQUIVALENT).strip()
     return "inconclusive" if verdict.startswith("inconclusive") else "n.s."
 
 

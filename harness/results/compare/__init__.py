@@ -69,6 +69,7 @@ from harness.results.compare.regressions import fail_if_slower, slowdown_pct
 from harness.results.compare.techniques import technique_baselines, technique_speedups
 from harness.results.compare.verdicts import (
     ALPHA,
+    EQUIVALENT,
     FASTER,
     INCONCLUSIVE,
     METRICS,
@@ -76,6 +77,7 @@ from harness.results.compare.verdicts import (
     SAME,
     SLOWER,
     UNTESTED,
+    equivalent,
     inconclusive_reason,
     is_difference,
 )
@@ -84,11 +86,11 @@ from harness.results.compare.verdicts import (
 _alike, _match_key = alike, match_key
 
 __all__ = [
-    "ALPHA", "BUSY_NOTE", "BY_FIELDS", "CI_PROCESSES", "CI_WITHIN", "CONTEXT_FIELDS", "DATASHEET_COLUMNS", "FASTER",
+    "ALPHA", "BUSY_NOTE", "BY_FIELDS", "CI_PROCESSES", "CI_WITHIN", "CONTEXT_FIELDS", "DATASHEET_COLUMNS", "EQUIVALENT", "FASTER",
     "INCONCLUSIVE", "KEY_FIELDS", "LINKED", "METRICS", "MIN_EFFECT_PCT", "RESULT_COLUMNS", "SAME",
     "SCALING_COLUMNS", "SLOWER", "UNTESTED", "alike", "as_records", "as_results", "backend_options",
     "backend_variant", "busy_records", "canonical_backend", "compare", "datasheet_ratio", "describe_common",
-    "describe_fastest", "display_rows", "fail_if_slower", "fastest_configurations", "field_value", "fmt",
+    "describe_fastest", "display_rows", "equivalent", "fail_if_slower", "fastest_configurations", "field_value", "fmt",
     "inconclusive_reason", "is_difference", "known_fields", "label", "load_records", "match_key", "ok_records",
     "option_defaults", "parse_by", "peak_precision", "process_value",
     "record_params", "resolve_baseline", "sample_values", "scaling_efficiency_of", "session_baseline",

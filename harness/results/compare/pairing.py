@@ -34,7 +34,7 @@ from harness.results.compare.verdicts import (
     METRICS,
     MIN_EFFECT_PCT,
     higher_is_better,
-    verdict,
+    judge,
     verdict_words,
 )
 from harness.results.record import Result
@@ -195,8 +195,10 @@ class Side:
 
     @classmethod
     def of(cls, records: list[Result], metric: str) -> "Side":
-        """The side of these records for a metric."""
-        kept = [r for r in records if process_value(r, metric) is not None]
+        """The side of these records for a metric. The first step's time is compile time only in a process that
+        started with cold compilation caches: warm processes (`measure.compile_cache: warm`) take no part in it."""
+        kept = [r for r in records if process_value(r, metric) is not None
+                and not (metric == "first_step_s" and r.compile_cache == "warm")]
         return cls(kept, [process_value(r, metric) for r in kept], [x for r in kept for x in sample_values(r, metric)])
 
 
@@ -240,19 +242,18 @@ def _row(key: tuple, base_value: tuple, base: Side, value: tuple, side: Side, qu
     """The comparison row of one compared value against its group's baseline."""
     n_base, n_value = len(base.processes), len(side.processes)
     base_median, value_median = stats.median(base.processes), stats.median(side.processes)
-    ratio = value_median / base_median if base_median else None
-    low, high, basis = _ratio_ci(base, side, ratio)
-    p_value = stats.mann_whitney(side.processes, base.processes)
     first, metric = base.records[0], question.metric
+    judged = judge(base.processes, side.processes, verdict_words(metric, first.unit), alpha=question.alpha,
+                   min_effect=question.min_effect)
+    ratio, p_value = judged.ratio, judged.p_value
+    low, high, basis = _ratio_ci(base, side, ratio)
     row = {name.removeprefix("params."): v for name, v in key}
     row.update(
         compared=",".join(question.by), baseline=label(base_value), value=label(value),
         metric=first.metric if metric == "median" else metric, unit=first.unit if metric == "median" else metric,
         baseline_median=base_median, value_median=value_median, ratio=ratio, ratio_ci_low=low, ratio_ci_high=high,
         ci_basis=basis, change_pct=None if ratio is None else 100.0 * (ratio - 1.0), p_value=p_value,
-        verdict=verdict(n_base, n_value, ratio, low if basis == CI_PROCESSES else None,
-                        high if basis == CI_PROCESSES else None, p_value, verdict_words(metric, first.unit),
-                        question.alpha, question.min_effect),
+        verdict=judged.verdict,
         baseline_runs=n_base, value_runs=n_value, baseline_samples=len(base.blocks), value_samples=len(side.blocks),
         baseline_cv=stats.cv(base.processes), value_cv=stats.cv(side.processes),
         higher_is_better=higher_is_better(metric, first.unit),

@@ -87,6 +87,12 @@ class JaxBackend(Backend):
             env["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_autotune_level=0"]))
         return env
 
+    def compile_cache_env(self, directory: str) -> dict[str, str]:
+        """JAX's persistent compilation cache in `directory`, every compiled program kept (by default JAX keeps
+        only those that took a second or more to compile)."""
+        return {"JAX_COMPILATION_CACHE_DIR": directory, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
     def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import JAX, size its CPU pool where asked, and resolve the device (`auto`: the first GPU, else the CPU)."""
         # the worker's side, which imports this module's messages back

@@ -1,0 +1,49 @@
+"""The next run's worker, started ahead to import its framework while this run sets up, kept still (SIGSTOP)
+from this run's first step until its last measurement, so that nothing it does shares the host with what is
+timed. The runner names it in a file beside the run's spec (harness.session.runner); a worker started ahead
+reads that file only once its run is handed over."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from typing import Iterator
+
+#: The file beside a run's spec.json that names the process groups to pause while it is timed.
+PAUSE_FILE = "pause.json"
+#: Where the worker keeps those process groups once it has read the file.
+PAUSE_VARIABLE = "HARNESS_PAUSE_PIDS"
+
+
+def read_pause_file(spec_path: str) -> None:
+    """Note, for this process, the process groups the runner asks it to pause (none when there is no file)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(spec_path)), PAUSE_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            pids = [int(p) for p in json.load(fh)]
+    except (OSError, ValueError, TypeError):
+        return
+    os.environ[PAUSE_VARIABLE] = ",".join(str(p) for p in pids)
+
+
+def _signal_group(pid: int, sig: int) -> bool:
+    try:
+        os.killpg(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[list[int]]:
+    """Stop the process groups named for this run (PAUSE_VARIABLE) for the duration of the block, then let them
+    go on; yields those that were stopped. One that has already left is skipped."""
+    pids = [int(p) for p in os.environ.get(PAUSE_VARIABLE, "").split(",") if p.strip().isdigit()]
+    stopped = [pid for pid in pids if pid != os.getpgrp() and _signal_group(pid, signal.SIGSTOP)]
+    try:
+        yield stopped
+    finally:
+        for pid in stopped:
+            _signal_group(pid, signal.SIGCONT)

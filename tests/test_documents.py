@@ -1,0 +1,18 @@
+"""--document: one part of a multi-document scenario file, for a session that must fit a given time."""
+
+from click.testing import CliRunner
+
+from harness.cli import main
+
+
+def test_document_runs_only_the_named_documents_and_refuses_an_unknown_name(tmp_path):
+    store = str(tmp_path / "d.db")
+    out = CliRunner().invoke(main, ["run", "frameworks", "--document", "frameworks-gemm", "--dry-run", "--store", store])
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.output.splitlines() if line.strip()[:1].isdigit()]
+    assert lines and all(": gemm (" in line for line in lines)
+    bad = CliRunner().invoke(main, ["run", "frameworks", "--document", "frameworks-gem", "--store", store])
+    assert bad.exit_code == 2 and "--document frameworks-gem" in bad.output and "frameworks-gemm" in bad.output
+    resumed = CliRunner().invoke(main, ["run", "--resume", "abc", "--document", "frameworks-gemm", "--store", store])
+    assert resumed.exit_code == 2 and "--document" in resumed.output
+    assert not (tmp_path / "d.db").exists()

@@ -1,0 +1,73 @@
+"""The next run's worker imports its framework while the current run sets up, and is paused (SIGSTOP) from
+the current run's first step to its last measurement; it then takes its own run without importing again."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from harness.results.store import Store
+from harness.session.plan import build_plan
+from harness.session.runner import Runner
+from harness.spec.scenario import load_scenario
+from harness.worker.neighbours import paused
+
+
+def _plan(write_scenario, runs=3):
+    scenario = load_scenario(write_scenario({
+        "name": "overlap", "workload": "gemm", "params": {"size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 120, "processes": 1},
+        "backends": ["fake"], "devices": ["cpu"], "sweep": {"batch": list(range(1, runs + 1))},
+        "options": {"fake": {"action": "ok"}},
+    }))
+    return build_plan(scenario, "s")
+
+
+def test_each_run_is_taken_by_a_worker_that_imported_while_the_previous_run_set_up(
+        tmp_path, fake_backend, write_scenario):
+    with Store(str(tmp_path / "o.db")) as store:
+        runner = Runner(store, overlap=True)
+        outcome = runner.run(_plan(write_scenario))
+        runner.close()
+    records = outcome.records
+    assert [r.status for r in records] == ["ok"] * 3
+    assert "imported_ahead" not in records[0].phases_s  # the first run has nothing before it
+    assert all("imported_ahead" in r.phases_s for r in records[1:])
+    # while runs 1 and 2 were timed, the worker of the run after them was stopped; the last run had none
+    assert [r.checks.get("paused_states") for r in records] == [["T"], ["T"], None]
+    assert [r.timing.get("paused_workers") for r in records] == [1, 1, None]
+
+
+def test_without_overlap_no_worker_starts_ahead(tmp_path, fake_backend, write_scenario):
+    with Store(str(tmp_path / "o.db")) as store:
+        runner = Runner(store, overlap=False)
+        records = runner.run(_plan(write_scenario, runs=2)).records
+        runner.close()
+    assert not any("imported_ahead" in r.phases_s for r in records)
+    assert [r.checks.get("paused_states") for r in records] == [None, None]
+
+
+def test_on_a_cpu_runs_do_not_overlap_unless_asked(tmp_path, fake_backend, write_scenario):
+    spec = _plan(write_scenario, runs=1)[0]
+    assert not Runner(None)._overlapping(spec)  # the plan's device is the CPU
+    assert not Runner(None, overlap=True)._overlapping(
+        spec.__class__(**{**spec.__dict__, "measure": {**spec.measure, "probe": True}}))
+
+
+def test_paused_stops_the_named_process_groups_and_lets_them_go_on(monkeypatch):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        monkeypatch.setenv("HARNESS_PAUSE_PIDS", f"{proc.pid},999999999")
+
+        def state():
+            time.sleep(0.2)
+            with open(f"/proc/{proc.pid}/stat", encoding="ascii") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0]
+
+        with paused() as stopped:
+            assert stopped == [proc.pid] and state() == "T"  # one that does not exist is skipped
+        assert state() in ("S", "R")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
