@@ -470,7 +470,7 @@ def test_backend_runs_the_documents_written_for_it_and_replaces_only_where_none_
     torch = _invoke("run", "gpu_comparison", "--dry-run", "--backend", "torch")
     assert "plan: 16 run(s)" in torch.output and "execution=graph" not in torch.output
     # a file written for one framework runs whole on another (the capacity file lists torch alone)
-    single = _invoke("run", "benchmarks/h200/issue5_capacity.yaml", "--dry-run", "--backend", "tf")
+    single = _invoke("run", "benchmarks/h200/capacity.yaml", "--dry-run", "--backend", "tf")
     assert single.exit_code == 0 and " tensorflow on cuda:0" in single.output and "skipped" not in single.output
 
 
@@ -481,7 +481,7 @@ def test_the_command_list_shows_each_command_s_own_help_and_imports_no_command()
     from harness.cli import COMMANDS
 
     for name, line in COMMANDS.items():
-        own = inspect.cleandoc(importlib.import_module(f"harness.commands.{name}").command.help)
+        own = inspect.cleandoc(importlib.import_module(f"harness.commands.{name.replace('-', '_')}").command.help)
         assert line == own.split("\n\n")[0].replace("\n", " "), name
     code = ("import sys; from harness.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
