@@ -26,6 +26,8 @@ COMMANDS = {
                "or --import some.",
     "compare": "Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.",
     "report": "Write DIR/report.html (self-contained) and DIR/report.md with PNG plots beside it.",
+    "results-page": "Regenerate the results page from the stores its manifest lists (commentary kept; --check: "
+                    "exit 1 if stale).",
 }
 
 
@@ -44,7 +46,7 @@ class _Group(click.Group):
     def get_command(self, ctx, name):
         if name not in COMMANDS:
             return None
-        return importlib.import_module(f"harness.commands.{name}").command
+        return importlib.import_module(f"harness.commands.{name.replace('-', '_')}").command
 
     def invoke(self, ctx):
         try:
