@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The JAX rows of docs/benchmarks.md, beside torch and TensorFlow, on the lent H200 (Python 3.12, the image's
+# The JAX rows of docs/results.md, beside torch and TensorFlow, on an H200 (Python 3.12, the image's
 # own JAX 0.11.2 with CUDA 13, Flax and Optax: nothing to carry but pydantic's wheels, as for
-# benchmarks/gpu_session.sh). Each phase fits one device call (<10 min). From the repository root:
+# benchmarks/gpu_session.sh). Each phase takes under ten minutes. From the repository root:
 #
 #   OUT=/some/dir bash plugins/harness-jax/benchmarks/gpu_session.sh [PHASE ...]
 #     smoke      (~6 min)  every technique once at batch 64 (gpu_smoke.yaml) + the hand loop at batch 64
