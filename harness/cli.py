@@ -13,6 +13,7 @@ import click
 
 from harness import __version__
 from harness.errors import InputError
+from harness.present.pipe import guard_stdout
 from harness.worker.exit import exit_now
 
 #: Each command and the line `harness --help` shows for it, so that listing the commands imports none of them
@@ -82,6 +83,7 @@ def run() -> None:
     teardown ("terminate called without an active exception", exit -6) after the work is written
     (apache/arrow#34314). Everything harness writes is closed by then.
     """
+    sys.stdout = guard_stdout(sys.stdout)  # `| head` ends with the command's own exit code, not click's 1
     try:
         main(standalone_mode=True)
         code = 0
