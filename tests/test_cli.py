@@ -490,3 +490,21 @@ def test_the_command_list_shows_each_command_s_own_help_and_imports_no_command()
                          cwd=Path(__file__).resolve().parents[1]).stdout
     assert out.strip().splitlines()[-1] == "[]"
     assert all(name in out for name in COMMANDS)
+
+
+def test_a_mistyped_scenario_name_is_answered_with_the_closest_bundled_one():
+    for command in ("run", "validate"):
+        result = _invoke(command, "quickstrat")
+        assert result.exit_code == 2
+        assert "did you mean `quickstart`?" in result.output, result.output
+    far = _invoke("validate", "nothing_like_any_scenario")
+    assert far.exit_code == 2 and "did you mean" not in far.output and "no such file" in far.output
+
+
+def test_a_mistyped_set_key_is_answered_with_the_closest_field():
+    measure = _invoke("run", "quickstart", "--dry-run", "--set", "measure.repeat=2")
+    assert measure.exit_code == 2 and "field `measure.repeat`: unknown field; did you mean `repeats`?" in measure.output
+    param = _invoke("run", "quickstart", "--dry-run", "--set", "precison=fp16")
+    assert param.exit_code == 2 and "did you mean `precision`?" in param.output
+    threads = _invoke("validate", "quickstart", "--set", "cpu_threads.intra=2")
+    assert threads.exit_code == 2 and "did you mean `intra_op`?" in threads.output
