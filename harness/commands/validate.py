@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from harness.spec.bundled import resolve_scenario_path
-from harness.spec.scenario import DEFAULT_MAX_RUNS, count_points, load_scenarios
+from harness.session.app import prepare_session
+from harness.session.count import count_plan
+from harness.session.request import SessionRequest
 
 
 @click.command("validate")
@@ -13,13 +14,23 @@ from harness.spec.scenario import DEFAULT_MAX_RUNS, count_points, load_scenarios
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 @click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
 def command(scenario_file: str, overrides: tuple[str, ...], max_runs: int | None) -> None:
-    """Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not."""
+    """Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not.
 
-    path = resolve_scenario_path(scenario_file)
-    for scenario in load_scenarios(path, list(overrides), max_runs=max_runs or DEFAULT_MAX_RUNS):
-        points = count_points(scenario)
-        runs = points * len(scenario.backends) * len(scenario.devices)
-        click.echo(
-            f"{path}: ok: {scenario.name} ({scenario.workload}), {points} sweep point(s) x "
-            f"{len(scenario.backends)} backend(s) x {len(scenario.devices)} device(s) = {runs} run(s)"
-        )
+    It plans the session as `harness run` would (the same code: every document, every sweep point,
+    backend, device and worker process, counted against --max-runs) and writes nothing.
+    """
+
+    prepared = prepare_session(SessionRequest(scenario_file=scenario_file, overrides=overrides, max_runs=max_runs))
+    path = prepared.scenario_path
+    scenarios = {spec.scenario for _, specs in prepared.groups for spec in specs}
+    for _, specs in prepared.groups:
+        if not specs:
+            continue
+        first = specs[0]
+        count = count_plan(specs)
+        click.echo(f"{path}: ok: {first.scenario} ({first.workload}), {count.configurations} configuration(s) x "
+                   f"{count.processes} process(es) = {count.runs} run(s)")
+    if len(scenarios) > 1:
+        total = count_plan(prepared.plan)
+        click.echo(f"{path}: {len(scenarios)} scenarios, {total.runs} run(s) in all")
+
