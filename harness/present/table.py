@@ -253,9 +253,10 @@ class _Widths:
                 out.hidden.append(c)
 
 
-def _narrow(widths: _Widths, out: Fitted, optional, last_resort) -> None:
+def _narrow(widths: _Widths, out: Fitted, optional, last_resort, keep=(), required=()) -> None:
     """Cut and leave out columns until the table fits: the `shorten` columns to MIN_SHORTENED, the `optional`
-    columns out, the `shorten` columns to their floors, the `last_resort` columns out."""
+    columns out, the `shorten` columns to their floors, the `last_resort` columns out, then any column
+    from the right (`_last_columns_out`)."""
     widths.cut(MIN_SHORTENED)
     for c in optional:  # the least needed columns go before the notes shrink below MIN_SHORTENED
         if widths.fits():
@@ -269,7 +270,30 @@ def _narrow(widths: _Widths, out: Fitted, optional, last_resort) -> None:
             break
         widths.leave_out([group] if isinstance(group, str) else group, out)
         widths.cut(None)
+    _last_columns_out(widths, out, keep, required)
     out.shortened = [c for c in widths.columns if widths.sizes[c] < widths.full[c]]
+
+
+def _last_columns_out(widths: _Widths, out: Fitted, keep, required) -> None:
+    """Still too wide: leave out columns from the right until the table fits: the notes and warnings
+    first (`--wide` and the record keep them), then those neither kept nor required (the later a
+    setting, the less it tells rows apart), then the kept ones;
+    the required columns stay, shortened to what is left, so the table never exceeds the width."""
+    for pool in ([c for c in widths.floors if c in widths.columns and c not in required],  # notes, warnings
+                 [c for c in widths.columns if c not in keep and c not in required],
+                 [c for c in widths.columns if c not in required]):
+        for c in reversed(pool):
+            if widths.fits():
+                return
+            widths.leave_out([c], out)
+            widths.cut(None)
+    over = widths.total() - widths.width
+    for c in reversed(widths.columns):  # only required columns are left: shorten them, the last first
+        if over <= 0:
+            break
+        cut = min(over, widths.sizes[c] - min(len(ELLIPSIS) + 1, widths.sizes[c]))
+        widths.sizes[c] -= cut
+        over -= cut
 
 
 def _aligned(columns: list[str], cells: dict, sizes: dict, n_rows: int) -> str:
@@ -308,7 +332,7 @@ def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=
         _set_aside(columns, cells, out, keep=keep, required=required, move=move)
     widths = _Widths(columns, cells, width, shorten)
     if not wide:
-        _narrow(widths, out, optional, last_resort)
+        _narrow(widths, out, optional, last_resort, keep, required)
     out.text = _aligned(widths.columns, cells, widths.sizes, len(rows))
     return out
 
