@@ -360,22 +360,42 @@ def describe(common: dict, width: int | None = None, *, lead: str = "every row: 
 
 
 #: Columns of the results table that stay in it even when every row has the same value (the figures).
-RESULT_KEEP = ("backend", "median [95% CI]", "unit", "cv", "step ms", "first step s", "peak alloc", "host rss", "notes")
-#: ... and that stay even when they are empty.
+RESULT_KEEP = ("backend", "status", "median [95% CI]", "cv", "step ms", "first step s", "peak alloc", "host rss",
+               "notes")
+#: ... and that stay even when they are empty, however narrow the terminal.
 RESULT_REQUIRED = ("backend", "median [95% CI]")
 #: Columns of the results table left out first when it is too wide for the terminal.
-RESULT_OPTIONAL = ("host rss", "first step s", "peak alloc", "device name", "scenario", "step ms", "cv")
+RESULT_OPTIONAL = ("host rss", "first step s", "session", "device name", "scenario", "peak alloc", "step ms", "cv",
+                   "device")
+
+
+def _fitted_lines(rows: list[dict], width, wide: bool, lead: str = "") -> list[str]:
+    fitted = fit(rows, width=width, wide=wide, keep=RESULT_KEEP, required=RESULT_REQUIRED, shorten=("notes",),
+                 optional=RESULT_OPTIONAL)
+    head = describe(fitted.common, fitted.width, lead=f"{lead}every row: ") if fitted.common else (lead.rstrip(": ")
+                                                                                                   or None)
+    return [p for p in (head, fitted.text, fitted.footer()) if p]
+
+
+def rows_text(rows: list[dict], *, width: int | None = None, wide: bool = False) -> str:
+    """Display rows (with a `workload` column) for the terminal: one table per workload, each with what
+    its rows share on a line above it and a line saying what was shortened or left out."""
+    workloads = list(dict.fromkeys(r.get("workload") for r in rows))
+    if wide or len(workloads) < 2:
+        return "\n".join(_fitted_lines(rows, width, wide))
+    parts = []
+    for workload in workloads:
+        mine = [{k: v for k, v in r.items() if k != "workload"} for r in rows if r.get("workload") == workload]
+        parts.append("\n".join(_fitted_lines(mine, width, wide, lead=f"{workload}: ")))
+    return "\n\n".join(parts)
 
 
 def results_text(records: list[Result], *, width: int | None = None, wide: bool = False) -> str:
-    """The results table for the terminal: what every row shares on a line above it, the table,
-    and a line saying what was shortened or left out."""
+    """The results table for the terminal: one table per workload, what every row shares on a line
+    above it, and a line saying what was shortened or left out."""
     if not records:
         return "(no results)"
-    fitted = fit(result_rows(records), width=width, wide=wide, keep=RESULT_KEEP, required=RESULT_REQUIRED, shorten=("notes",),
-                 optional=RESULT_OPTIONAL)
-    parts = [describe(fitted.common, fitted.width), fitted.text, fitted.footer()]
-    return "\n".join(p for p in parts if p)
+    return rows_text(result_rows(records), width=width, wide=wide)
 
 
 def render(rows: list[dict]) -> str:
