@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 import re
 import shutil
+import statistics
 from dataclasses import dataclass, field
 
 from harness.results.compare import as_results, backend_variant
@@ -396,6 +397,75 @@ def results_text(records: list[Result], *, width: int | None = None, wide: bool 
     if not records:
         return "(no results)"
     return rows_text(result_rows(records), width=width, wide=wide)
+
+
+def _status_text(records: list[Result]) -> str:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{status} {n}" for status, n in counts.items())
+
+
+def _configuration_row(records: list[Result], names: list[str]) -> dict:
+    """One configuration's row: its settings, how its processes ended, the median over its ok processes'
+    medians with their range (the record's own CI where one process), and the largest memory peaks."""
+    first = records[0]
+    ok = [r for r in records if r.status == "ok" and not _missing(r.median)]
+    row = {"scenario": first.scenario, "workload": first.workload, "backend": backend_variant(first),
+           "device": first.device, "device name": first.device_name}
+    row.update({p: (first.params or {}).get(p) for p in names})
+    row["status"] = _status_text(records)
+    row["processes"] = len(records)
+    medians = sorted(float(r.median) for r in ok)
+    if len(medians) > 1:
+        row["median [range]"] = f"{_fmt(statistics.median(medians))} [{_fmt(medians[0])}, {_fmt(medians[-1])}]"
+    else:
+        row["median [range]"] = f"{_fmt(medians[0])}{ci_text(ok[0])}" if medians else "-"
+    row["unit"] = first.unit if medians else ""
+    peaks = [r.peak_allocated_bytes for r in records if not _missing(r.peak_allocated_bytes)]
+    row["peak alloc"] = _bytes(max(peaks)) if peaks else "-"
+    rss = [r.host_peak_rss_bytes for r in records if not _missing(r.host_peak_rss_bytes)]
+    row["host rss"] = _bytes(max(rss)) if rss else "-"
+    row["notes"] = "; ".join(dict.fromkeys(n for r in records for n in _notes(r).split("; ") if n))
+    return row
+
+
+def configuration_rows(records: list[Result]) -> list[dict]:
+    """One display row per configuration (a run_key: every process of it), in the order first run."""
+    records = as_results(records)
+    names = list(dict.fromkeys(k for r in records for k in (r.params or {})))
+    groups: dict[str, list[Result]] = {}
+    for r in records:
+        groups.setdefault(r.run_key or r.run_id, []).append(r)
+    return [_configuration_row(group, names) for group in groups.values()]
+
+
+#: Columns of the per-configuration summary kept when every row has the same value, and required.
+SUMMARY_KEEP = ("backend", "status", "processes", "median [range]", "peak alloc", "notes")
+SUMMARY_REQUIRED = ("backend", "processes", "median [range]")
+
+
+def configuration_summary(records: list[Result], *, width: int | None = None, wide: bool = False) -> str:
+    """`harness run`'s summary: one row per configuration (the median over its processes, their range,
+    how many; one table per workload), fitted to the terminal; `wide`: every process's row in full."""
+    if not records:
+        return "(no results)"
+    if wide:
+        return results_text(records, width=width, wide=True)
+    rows = configuration_rows(records)
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    parts = []
+    for workload in workloads:
+        mine = [{k: v for k, v in r.items() if k != "workload" or len(workloads) < 2} for r in rows
+                if r["workload"] == workload]
+        fitted = fit(mine, width=width, keep=SUMMARY_KEEP, required=SUMMARY_REQUIRED, shorten=("notes",),
+                     optional=RESULT_OPTIONAL)
+        lead = f"{workload}: " if len(workloads) > 1 else ""
+        head = describe(fitted.common, fitted.width, lead=f"{lead}every row: ") if fitted.common else None
+        parts.append("\n".join(p for p in (head, fitted.text, fitted.footer()) if p))
+    return "\n\n".join(parts) + "\n(one row per configuration: the median over its processes; --wide: each process)"
 
 
 def render(rows: list[dict]) -> str:
