@@ -460,17 +460,17 @@ def test_a_capacity_start_that_cannot_train_is_refused_naming_it(tmp_path, write
 def test_backend_runs_the_documents_written_for_it_and_replaces_only_where_none_is():
     # on the H200 (2026-11-30) `harness run scenarios/gpu_comparison.yaml --backend tf` trained TensorFlow eagerly:
     # the torch document's backends were replaced, though the file has a TensorFlow document for that training
-    tf = _invoke("run", "gpu_comparison", "--dry-run", "--backend", "tf")
+    tf = _invoke("run", "gpu_comparison", "--dry-run", "--wide", "--backend", "tf")  # --wide: every setting a line
     assert tf.exit_code == 0, tf.output
     plan = [line for line in tf.output.splitlines() if line.strip()[:1].isdigit()]
     assert plan and all(" tensorflow on " in line for line in plan)
     assert not any("execution=eager" in line and "resnet50_train" in line for line in plan)
     assert "plan: 16 run(s)" in tf.output  # gemm 8, tf.function ResNet 8
     assert "skipped gpu-comparison-resnet50-torch (written for torch)" in tf.output
-    torch = _invoke("run", "gpu_comparison", "--dry-run", "--backend", "torch")
+    torch = _invoke("run", "gpu_comparison", "--dry-run", "--wide", "--backend", "torch")
     assert "plan: 16 run(s)" in torch.output and "execution=graph" not in torch.output
     # a file written for one framework runs whole on another (the capacity file lists torch alone)
-    single = _invoke("run", "benchmarks/h200/capacity.yaml", "--dry-run", "--backend", "tf")
+    single = _invoke("run", "benchmarks/h200/capacity.yaml", "--dry-run", "--wide", "--backend", "tf")
     assert single.exit_code == 0 and " tensorflow on cuda:0" in single.output and "skipped" not in single.output
 
 
