@@ -5,6 +5,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -84,9 +85,25 @@ def test_a_device_that_is_not_there_exits_3(tmp_path, write_scenario, harness_cl
         pytest.skip("this machine has a GPU")
     path = write_scenario({"name": "nogpu", "workload": "gemm", "params": {"size": 32},
                            "measure": {"warmup": 0, "steps": 1, "repeats": 2, **ONE_PROCESS}, "backends": ["torch"]})
+    started = time.monotonic()
     code, out, err = harness_cli("run", path, "--device", "cuda:0", "--store", "g.db")
     assert code == 3, err
     assert "unsupported" in out and "nothing was measured" in err
+    # refused before any worker started, with the reason `harness env` shows
+    assert "no GPU a worker could use" in err and "harness env" in err
+    assert time.monotonic() - started < 30
+    with Store(tmp_path / "g.db") as store:
+        assert all(r["duration_s"] == 0.0 for r in store.records())
+
+
+def test_a_gpu_index_past_the_visible_ones_is_named_with_the_count(monkeypatch):
+    from harness.machine import presence
+
+    monkeypatch.setattr(presence, "visible_gpus", lambda: 2)
+    assert presence.missing_device_reason("cuda:1") is None and presence.missing_device_reason("cpu") is None
+    assert "2 visible GPU(s), cuda:0 to cuda:1" in presence.missing_device_reason("cuda:2")
+    monkeypatch.setattr(presence, "visible_gpus", lambda: None)  # cannot be told: the worker decides
+    assert presence.missing_device_reason("cuda:7") is None
 
 
 def test_help_lists_every_exit_code():

@@ -96,8 +96,8 @@ def _show_finished(finished: FinishedSession, wide: bool) -> None:
         elif finished.nothing_measured:
             reasons = sorted({str(r.error or r.status).splitlines()[0][:150] for r in records})
             statuses = ", ".join(sorted({str(r.status) for r in records}))
-            click.echo(f"no run was ok: all {len(records)} run(s) were {statuses}, so nothing was measured "
-                       f"(exit {finished.exit_code}): {'; '.join(reasons[:3])}", err=True)
+            say([f"no run was ok: all {len(records)} run(s) were {statuses}, so nothing was measured "
+                 f"(exit {finished.exit_code}): {'; '.join(reasons[:3])}"])
 
 
 def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> None:

@@ -184,7 +184,12 @@ class Progress:
             figure = f" {record.median:.4g} {record.unit or ''}"
         elif record.error:
             figure = f" ({str(record.error).splitlines()[0][:150]})"
-        self._line(f"[{i}/{n}] {record.status}{figure} in {record.duration_s or 0:.1f} s")
+        tail = f" in {record.duration_s or 0:.1f} s"
+        head = f"[{i}/{n}] {record.status}{figure}"
+        room = (self.width or terminal_width()) - len(tail)
+        if len(head) > room:  # one line: the record keeps the whole error
+            head = head[: max(1, room - 3)].rstrip() + "..."
+        self._line(head + tail)
 
     def progress(self, spec, event: dict) -> None:
         """One event from the running worker (harness.worker.measure.run_timed's phases)."""
