@@ -94,3 +94,18 @@ def test_run_lines_dry_run_and_summary_fit(tmp_path, fake_backend, write_scenari
     assert all(" 2 " in line for line in summary)  # each with its process count
     code, wide, _ = harness_cli("run", path, "--store", "w2.db", "--wide", env={"COLUMNS": str(width)})
     assert code == 0 and len([line for line in wide.splitlines() if " fake " in line]) == 6  # a row a process
+
+
+def test_memory_on_the_cpu_names_the_metric_both_sides_record(tmp_path):
+    records = (processes(1000.0, backend="torch", device="cpu", device_name="AMD EPYC", seed=1)
+               + processes(900.0, backend="tensorflow", device="cpu", device_name="AMD EPYC", seed=2))
+    for record in records:
+        record["host_peak_rss_bytes"] = 700 * 1024**2 if record["backend"] == "torch" else 820 * 1024**2
+        if record["backend"] == "torch":
+            record["peak_allocated_bytes"] = None  # torch's allocator peak is a GPU figure
+    path = store_records(tmp_path / "cpu.db", records)
+    refused = _invoke(120, "compare", "--store", path, "--by", "backend", "--metric", "peak_allocated_bytes")
+    assert refused.exit_code == 2
+    assert "no value recorded for torch on cpu" in refused.output and "--metric host_peak_rss_bytes" in refused.output
+    rss = _invoke(120, "compare", "--store", path, "--by", "backend", "--metric", "host_peak_rss_bytes")
+    assert rss.exit_code == 0 and "700.0 MiB" in rss.output and "820.0 MiB" in rss.output
