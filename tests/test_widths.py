@@ -109,3 +109,11 @@ def test_memory_on_the_cpu_names_the_metric_both_sides_record(tmp_path):
     assert "no value recorded for torch on cpu" in refused.output and "--metric host_peak_rss_bytes" in refused.output
     rss = _invoke(120, "compare", "--store", path, "--by", "backend", "--metric", "host_peak_rss_bytes")
     assert rss.exit_code == 0 and "700.0 MiB" in rss.output and "820.0 MiB" in rss.output
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_list_and_env_fit(width):
+    for command in ("list", "env"):
+        result = _invoke(width, command)
+        assert result.exit_code == 0, result.output
+        assert _too_wide(result.output, width) == [], command
