@@ -39,6 +39,21 @@ def test_the_committed_page_is_what_its_command_makes_from_the_stores():
     result = CliRunner().invoke(main, ["results-page", "--check", "--manifest", str(DATA / "manifest.yaml"),
                                        "--output", str(ROOT / "docs" / "results.md")])
     assert result.exit_code == 0, result.output
+    assert "benchmarks.md" in result.output  # its stores table too, in the methodology page
+    methods = (ROOT / "docs" / "benchmarks.md").read_text()
+    for entry in yaml.safe_load((DATA / "manifest.yaml").read_text())["stores"]:
+        assert f"[{entry['file']}](data/{entry['file']})" in methods and entry["hardware"] in methods
+
+
+def test_the_stores_table_block_of_another_page_is_filled_and_checked(tmp_path):
+    manifest = _manifest(tmp_path)
+    page, methods = tmp_path / "results.md", tmp_path / "benchmarks.md"
+    methods.write_text("# How\n\n<!-- generated:stores -->\nstale rows\n<!-- /generated:stores -->\n\nmore\n")
+    assert _invoke("results-page", "--manifest", str(manifest), "--output", str(page)).exit_code == 0
+    text = methods.read_text()
+    assert "stale rows" not in text and f"[{SMALL}]({SMALL})" in text and text.endswith("\nmore\n")
+    methods.write_text(text.replace("2 x NVIDIA H200", "2 x NVIDIA H100"))
+    assert _invoke("results-page", "--manifest", str(manifest), "--output", str(page), "--check").exit_code == 1
 
 
 def test_the_page_opens_with_the_answer_then_the_cross_framework_table():

@@ -99,11 +99,15 @@ def values_rows(section: PageSection, records: list[Result]) -> list[dict]:
     return rows
 
 
+def _href(base: str, name: str) -> str:
+    return name if base in ("", ".") else f"{base}/{name}"
+
+
 def _store_line(section: PageSection, manifest: Manifest, base: str) -> str:
     links = []
     for name in section.stores:
         entry = manifest.entry(name)
-        links.append(f"[{name}]({base}/{name}) ({', '.join(entry.dates)}, {entry.hardware})")
+        links.append(f"[{name}]({_href(base, name)}) ({', '.join(entry.dates)}, {entry.hardware})")
     return "From " + "; ".join(links) + "."
 
 
@@ -126,7 +130,7 @@ def section_lines(section: PageSection, manifest: Manifest, records: list[Result
 def stores_table(manifest: Manifest, base: str) -> str:
     """Every store of the manifest, one row each: what, when, on what, with which software, by which command,
     and whether the page draws on it."""
-    rows = [{"store": f"[{s.file}]({base}/{s.file})", "measured": s.measured, "dates": ", ".join(s.dates),
+    rows = [{"store": f"[{s.file}]({_href(base, s.file)})", "measured": s.measured, "dates": ", ".join(s.dates),
              "hardware": s.hardware + (f", driver {s.driver}" if s.driver else ""),
              "software": ", ".join(f"{k} {v}" for k, v in s.software.items()),
              "commit": s.commit or "not recorded", "command": f"`{s.command}`",
@@ -160,3 +164,22 @@ def build_page(manifest_path: str | Path, page_path: str | Path, command: str) -
     kept = commentary_blocks(page_path.read_text()) if page_path.is_file() else {}
     base = Path(os.path.relpath(manifest_path.parent.resolve(), page_path.parent.resolve())).as_posix()
     return page_text(manifest, stores, kept, command, base)
+
+
+#: A block of another page that the command fills with the stores table (docs/benchmarks.md has one).
+STORES_BLOCK = re.compile(r"(<!-- generated:stores -->\n).*?(<!-- /generated:stores -->)", re.S)
+
+
+def with_stores_table(manifest_path: str | Path, page_path: str | Path) -> str | None:
+    """The text of `page_path` with its `<!-- generated:stores -->` block holding the manifest's stores
+    table (links relative to that page), or None where the page has no such block."""
+    manifest_path, page_path = Path(manifest_path), Path(page_path)
+    if not page_path.is_file():
+        return None
+    text = page_path.read_text()
+    if not STORES_BLOCK.search(text):
+        return None
+    base = Path(os.path.relpath(manifest_path.parent.resolve(), page_path.parent.resolve())).as_posix()
+    table = stores_table(load_manifest(manifest_path), base)
+    return STORES_BLOCK.sub(lambda m: m.group(1) + table + "\n" + m.group(2), text)
+
