@@ -11,7 +11,7 @@ precision. It does not import harness. Prints one JSON line:
     {"images_per_s": <median over repeats>, "samples": [...], "first_step_s": ..., ...}
 
 Compare with `harness run` on the same settings (resnet50_train, channels_last, execution graph or
-compiled): the two should agree within 3% (docs/benchmarks.md has the H200 figures).
+compiled): the two should agree within 3% (docs/benchmarks.md, "How a figure is checked").
 Keras 2 instead of Keras 3: run it with TF_USE_LEGACY_KERAS=1 and tf_keras installed.
 """
 

@@ -13,6 +13,7 @@ import click
 
 from harness import __version__
 from harness.errors import InputError
+from harness.present.pipe import guard_stdout
 from harness.worker.exit import exit_now
 
 #: Each command and the line `harness --help` shows for it, so that listing the commands imports none of them
@@ -26,6 +27,8 @@ COMMANDS = {
                "or --import some.",
     "compare": "Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.",
     "report": "Write DIR/report.html (self-contained) and DIR/report.md with PNG plots beside it.",
+    "results-page": "Regenerate the results page from the stores its manifest lists (commentary kept; --check: "
+                    "exit 1 if stale).",
 }
 
 
@@ -44,7 +47,7 @@ class _Group(click.Group):
     def get_command(self, ctx, name):
         if name not in COMMANDS:
             return None
-        return importlib.import_module(f"harness.commands.{name}").command
+        return importlib.import_module(f"harness.commands.{name.replace('-', '_')}").command
 
     def invoke(self, ctx):
         try:
@@ -80,6 +83,7 @@ def run() -> None:
     teardown ("terminate called without an active exception", exit -6) after the work is written
     (apache/arrow#34314). Everything harness writes is closed by then.
     """
+    sys.stdout = guard_stdout(sys.stdout)  # `| head` ends with the command's own exit code, not click's 1
     try:
         main(standalone_mode=True)
         code = 0

@@ -189,13 +189,14 @@ def test_validate_and_dry_run_say_what_auto_will_do(tmp_path):
 
     out = CliRunner().invoke(main, ["validate", "quickstart"])
     assert out.exit_code == 0
-    assert "2 configuration(s), 8-20 run(s)" in out.output
+    assert "2 configuration(s) x 4-10 process(es) = 8-20 run(s)" in out.output
     assert "steps auto (blocks >= 0.2 s)" in out.output and "processes auto 4-10" in out.output
     dry = CliRunner().invoke(main, ["run", "quickstart", "--dry-run", "--store", str(tmp_path / "d.db")])
     assert dry.exit_code == 0 and "processes auto: these 8 run(s)" in dry.output and "at most 20 in all" in dry.output
     fixed = CliRunner().invoke(main, ["validate", "quickstart", "--set", "measure.processes=3", "--set",
                                       "measure.steps=7"])
-    assert "2 configuration(s), 6 run(s)" in fixed.output and "7 steps x 5 blocks; 3 process(es)" in fixed.output
+    assert "2 configuration(s) x 3 process(es) = 6 run(s)" in fixed.output
+    assert "7 steps x 5 blocks; 3 process(es)" in fixed.output
 
 
 @pytest.mark.parametrize("field, value", [

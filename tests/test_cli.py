@@ -5,6 +5,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -84,9 +85,25 @@ def test_a_device_that_is_not_there_exits_3(tmp_path, write_scenario, harness_cl
         pytest.skip("this machine has a GPU")
     path = write_scenario({"name": "nogpu", "workload": "gemm", "params": {"size": 32},
                            "measure": {"warmup": 0, "steps": 1, "repeats": 2, **ONE_PROCESS}, "backends": ["torch"]})
+    started = time.monotonic()
     code, out, err = harness_cli("run", path, "--device", "cuda:0", "--store", "g.db")
     assert code == 3, err
     assert "unsupported" in out and "nothing was measured" in err
+    # refused before any worker started, with the reason `harness env` shows
+    assert "no GPU a worker could use" in err and "harness env" in err
+    assert time.monotonic() - started < 30
+    with Store(tmp_path / "g.db") as store:
+        assert all(r["duration_s"] == 0.0 for r in store.records())
+
+
+def test_a_gpu_index_past_the_visible_ones_is_named_with_the_count(monkeypatch):
+    from harness.machine import presence
+
+    monkeypatch.setattr(presence, "visible_gpus", lambda: 2)
+    assert presence.missing_device_reason("cuda:1") is None and presence.missing_device_reason("cpu") is None
+    assert "2 visible GPU(s), cuda:0 to cuda:1" in presence.missing_device_reason("cuda:2")
+    monkeypatch.setattr(presence, "visible_gpus", lambda: None)  # cannot be told: the worker decides
+    assert presence.missing_device_reason("cuda:7") is None
 
 
 def test_help_lists_every_exit_code():
@@ -461,17 +478,17 @@ def test_a_capacity_start_that_cannot_train_is_refused_naming_it(tmp_path, write
 def test_backend_runs_the_documents_written_for_it_and_replaces_only_where_none_is():
     # on the H200 (2026-11-30) `harness run scenarios/gpu_comparison.yaml --backend tf` trained TensorFlow eagerly:
     # the torch document's backends were replaced, though the file has a TensorFlow document for that training
-    tf = _invoke("run", "gpu_comparison", "--dry-run", "--backend", "tf")
+    tf = _invoke("run", "gpu_comparison", "--dry-run", "--wide", "--backend", "tf")  # --wide: every setting a line
     assert tf.exit_code == 0, tf.output
     plan = [line for line in tf.output.splitlines() if line.strip()[:1].isdigit()]
     assert plan and all(" tensorflow on " in line for line in plan)
     assert not any("execution=eager" in line and "resnet50_train" in line for line in plan)
     assert "plan: 16 run(s)" in tf.output  # gemm 8, tf.function ResNet 8
     assert "skipped gpu-comparison-resnet50-torch (written for torch)" in tf.output
-    torch = _invoke("run", "gpu_comparison", "--dry-run", "--backend", "torch")
+    torch = _invoke("run", "gpu_comparison", "--dry-run", "--wide", "--backend", "torch")
     assert "plan: 16 run(s)" in torch.output and "execution=graph" not in torch.output
     # a file written for one framework runs whole on another (the capacity file lists torch alone)
-    single = _invoke("run", "benchmarks/h200/issue5_capacity.yaml", "--dry-run", "--backend", "tf")
+    single = _invoke("run", "benchmarks/h200/capacity.yaml", "--dry-run", "--wide", "--backend", "tf")
     assert single.exit_code == 0 and " tensorflow on cuda:0" in single.output and "skipped" not in single.output
 
 
@@ -482,7 +499,7 @@ def test_the_command_list_shows_each_command_s_own_help_and_imports_no_command()
     from harness.cli import COMMANDS
 
     for name, line in COMMANDS.items():
-        own = inspect.cleandoc(importlib.import_module(f"harness.commands.{name}").command.help)
+        own = inspect.cleandoc(importlib.import_module(f"harness.commands.{name.replace('-', '_')}").command.help)
         assert line == own.split("\n\n")[0].replace("\n", " "), name
     code = ("import sys; from harness.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
@@ -491,3 +508,21 @@ def test_the_command_list_shows_each_command_s_own_help_and_imports_no_command()
                          cwd=Path(__file__).resolve().parents[1]).stdout
     assert out.strip().splitlines()[-1] == "[]"
     assert all(name in out for name in COMMANDS)
+
+
+def test_a_mistyped_scenario_name_is_answered_with_the_closest_bundled_one():
+    for command in ("run", "validate"):
+        result = _invoke(command, "quickstrat")
+        assert result.exit_code == 2
+        assert "did you mean `quickstart`?" in result.output, result.output
+    far = _invoke("validate", "nothing_like_any_scenario")
+    assert far.exit_code == 2 and "did you mean" not in far.output and "no such file" in far.output
+
+
+def test_a_mistyped_set_key_is_answered_with_the_closest_field():
+    measure = _invoke("run", "quickstart", "--dry-run", "--set", "measure.repeat=2")
+    assert measure.exit_code == 2 and "field `measure.repeat`: unknown field; did you mean `repeats`?" in measure.output
+    param = _invoke("run", "quickstart", "--dry-run", "--set", "precison=fp16")
+    assert param.exit_code == 2 and "did you mean `precision`?" in param.output
+    threads = _invoke("validate", "quickstart", "--set", "cpu_threads.intra=2")
+    assert threads.exit_code == 2 and "did you mean `intra_op`?" in threads.output

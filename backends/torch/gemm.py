@@ -6,7 +6,8 @@ allocator both hand a freed block back without a device allocation).
 
 from __future__ import annotations
 
-from backends.torch import compat, precision as precisions
+from backends.torch import compat
+from backends.torch import precision as precisions
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
-from backends.torch import compat, precision as precisions
+from backends.torch import compat
+from backends.torch import precision as precisions
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.seam.distributed import collective_env

@@ -11,6 +11,7 @@ from harness.results.compare import (
     MIN_EFFECT_PCT,
     compare,
     fail_if_slower,
+    field_value,
     load_records,
     parse_by,
     session_baseline,
@@ -65,6 +66,7 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
             raise InputError(f"--breakdown --format {fmt}: expected table or json", field="--format")
         click.echo(breakdown_text(breakdown_pairs(records, by, baseline), fmt), nl=False)
         return
+    _metric_recorded(records, by, metric)
     table = compare(records, by, baseline, metric, min_effect=min_effect)
     click.echo(comparison_text(table, fmt, wide=wide, records=records, by=by, metric=metric), nl=False)
     if fail_pct is not None:
@@ -84,3 +86,30 @@ def _checked(fail_pct: float | None, min_effect: float | None) -> float:
     if not min_effect >= 0:
         raise InputError(f"--min-effect {min_effect:g}: expected a percentage >= 0", field="--min-effect")
     return min_effect
+
+
+#: Memory figures every backend records on every device, offered where one is missing.
+MEMORY_EVERYWHERE = "host_peak_rss_bytes"
+
+
+def _metric_recorded(records, by: list[str], metric: str) -> None:
+    """InputError where some compared side recorded no value of `metric` (the framework allocator's peak
+    is a GPU figure: no backend records it on the CPU), naming the sides and the metric to use instead."""
+    if metric == "median":
+        return
+    sides: dict[str, bool] = {}
+    for record in records:
+        if record.status != "ok":
+            continue
+        side = " / ".join(str(field_value(record, f)) for f in by)
+        value = getattr(record, metric, None)
+        sides[side] = sides.get(side, False) or value is not None
+    lacking = sorted(side for side, has in sides.items() if not has)
+    if not lacking or (len(lacking) == len(sides) and not metric.endswith("_bytes")):
+        return  # every side has it, or none has a figure this message could offer another metric for
+    devices = sorted({str(r.device) for r in records if r.status == "ok"})
+    hint = (f"; compare memory with --metric {MEMORY_EVERYWHERE} (the process's peak resident memory, recorded by "
+            "every backend on every device)" if metric.endswith("_bytes") and metric != MEMORY_EVERYWHERE else "")
+    raise InputError(f"--metric {metric}: no value recorded for {', '.join(lacking)} on {', '.join(devices)}{hint}",
+                     field="--metric")
+

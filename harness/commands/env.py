@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 
 import click
 
@@ -41,5 +43,6 @@ def command(as_json: bool) -> None:
                                                for i, p in sorted(others.items())) or "none other than this one"))
     for key, value in env["variables"].items():
         click.echo(f"{key}={value}")
+    width = max(40, shutil.get_terminal_size(fallback=(120, 24)).columns)
     for warning in env["warnings"]:
-        click.echo(f"warning: {warning}")
+        click.echo(textwrap.fill(f"warning: {warning}", width=width, subsequent_indent="  ", break_long_words=False))

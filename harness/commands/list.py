@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import shutil
+import textwrap
+
 import click
 
 from harness.seam.backend import BROKEN, available_backends
 from harness.spec.bundled import bundled_scenarios
 from harness.spec.scenario import read_scenario_documents
 from harness.workloads import WORKLOADS
+
+
+def _echo(lead: str, text: str) -> None:
+    """`lead` then `text`, wrapped to the terminal's width under the text's first column."""
+    width = max(40, shutil.get_terminal_size(fallback=(120, 24)).columns)
+    click.echo(textwrap.fill(text, width=width, initial_indent=lead, subsequent_indent=" " * len(lead),
+                             break_long_words=False, break_on_hyphens=False))
 
 
 def _summary(document: dict) -> str:
@@ -23,25 +33,25 @@ def command() -> None:
         try:
             documents = read_scenario_documents(path)
         except Exception as exc:  # a broken bundled file is shown, not fatal
-            click.echo(f"  {path.stem:<20} (unreadable: {exc})")
+            _echo(f"  {path.stem:<20} ", f"(unreadable: {exc})")
             continue
         if len(documents) == 1:
-            click.echo(f"  {path.stem:<20} {_summary(documents[0])}")
+            _echo(f"  {path.stem:<20} ", _summary(documents[0]))
             continue
         # a file of several scenarios (one session): each document on its own line
         workloads = ", ".join(dict.fromkeys(str(d.get("workload", "?")) for d in documents))
-        click.echo(f"  {path.stem:<20} {len(documents)} scenarios in one session ({workloads}):")
+        _echo(f"  {path.stem:<20} ", f"{len(documents)} scenarios in one session ({workloads}):")
         for document in documents:
-            click.echo(f"  {'':<20}   {_summary(document)}")
+            _echo(f"  {'':<20}   ", _summary(document))
     click.echo("Workloads:")
     for name, workload in WORKLOADS.items():
-        click.echo(f"  {name:<20} {workload.description}")
+        _echo(f"  {name:<20} ", workload.description)
     click.echo("Backends:")
     for name, backend in available_backends().items():
         version = backend.framework_version()
         state = f"installed, {version}" if version else "not installed"
         aliases = f" (also: {', '.join(backend.aliases)})" if backend.aliases else ""
         workloads = ", ".join(sorted(backend.workloads))
-        click.echo(f"  {name:<20} {state}{aliases}; workloads: {workloads}")
+        _echo(f"  {name:<20} ", f"{state}{aliases}; workloads: {workloads}")
     for name, error in BROKEN.items():
-        click.echo(f"  {name:<20} failed to load: {error}")
+        _echo(f"  {name:<20} ", f"failed to load: {error}")

@@ -9,8 +9,15 @@ import sys
 
 import click
 
-from harness.present.live import LiveDisplay, forecast_lines, say
-from harness.present.table import summary_table
+from harness.present.live import (
+    LiveDisplay,
+    forecast_lines,
+    run_label,
+    say,
+    shared_line,
+    varying_keys,
+)
+from harness.present.table import configuration_summary, terminal_width
 from harness.session.app import (
     FinishedSession,
     PreparedSession,
@@ -50,15 +57,20 @@ class Resolution(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-def _show_dry_run(prepared: PreparedSession) -> None:
-    """The plan a dry run would execute, and its forecast."""
+def _show_dry_run(prepared: PreparedSession, wide: bool = False) -> None:
+    """The plan a dry run would execute, a line a run (fitting the terminal: what every run shares is
+    said once above them; `wide`: every setting on every line), and its forecast."""
     if prepared.resumed is not None:
         click.echo(f"plan: {len(prepared.plan)} run(s) left of session {prepared.session_id} "
                    "(dry run: nothing executed)")
     else:
         click.echo(f"plan: {len(prepared.plan)} run(s), session {prepared.session_id} (dry run: nothing executed)")
+    varying = None if wide else varying_keys(prepared.plan)
+    shared = None if wide else shared_line(prepared.plan, varying, terminal_width())
+    if shared:
+        click.echo(shared)
     for i, spec in enumerate(prepared.plan, 1):
-        click.echo(f"  {i:>3}. {spec.label()}")
+        click.echo(f"  {i:>3}. {run_label(spec, varying, None if wide else terminal_width() - 7)}")
     for measured in dict.fromkeys(describe_measure(spec.measure) for spec in prepared.plan):
         click.echo(f"measure: {measured}")
     if prepared.rounds is not None:
@@ -73,7 +85,7 @@ def _show_finished(finished: FinishedSession, wide: bool) -> None:
     outcome, records = finished.outcome, finished.records
     if outcome.store_error is not None:
         if records:
-            click.echo(summary_table(records, wide=wide))
+            click.echo(configuration_summary(records, wide=wide))
         error = outcome.store_error
         click.echo(f"error: {error}", err=True)
         if error.kept_in:
@@ -85,14 +97,14 @@ def _show_finished(finished: FinishedSession, wide: bool) -> None:
         click.echo(f"interrupted by {name}: {len(records)} of {finished.planned} run(s) finished and are stored in "
                    f"{finished.store_path}; finish with: {finished.resume_command}", err=True)
     else:
-        click.echo(summary_table(records, wide=wide))
+        click.echo(configuration_summary(records, wide=wide))
         if finished.failed:
             click.echo(f"{len(finished.failed)} of {len(records)} run(s) did not succeed", err=True)
         elif finished.nothing_measured:
             reasons = sorted({str(r.error or r.status).splitlines()[0][:150] for r in records})
             statuses = ", ".join(sorted({str(r.status) for r in records}))
-            click.echo(f"no run was ok: all {len(records)} run(s) were {statuses}, so nothing was measured "
-                       f"(exit {finished.exit_code}): {'; '.join(reasons[:3])}", err=True)
+            say([f"no run was ok: all {len(records)} run(s) were {statuses}, so nothing was measured "
+                 f"(exit {finished.exit_code}): {'; '.join(reasons[:3])}"])
 
 
 def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> None:
@@ -104,8 +116,9 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
         click.echo(f"resuming session {prepared.session_id}: {left.left} of {left.planned} {left.what} have no ok "
                    "result", err=True)
     if dry_run:
-        _show_dry_run(prepared)
+        _show_dry_run(prepared, wide)
         return
+    display.use_plan(prepared.plan, wide)
     finished = run_session(prepared, display)
     with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not cut the summary short
         _show_finished(finished, wide)
@@ -155,7 +168,8 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="After each run's timed blocks, profile a few more steps with the framework's own profiler: the "
                    "record's `profile` breakdown (measure.profile=true; docs/profile.md).")
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
-@click.option("--wide", is_flag=True, help="The summary table with every column and note in full, however wide.")
+@click.option("--wide", is_flag=True,
+              help="Every setting on every run line, and the summary with one row per process, every column in full.")
 def command(scenario_file, backends, devices, overrides, documents, store_path, timeout, max_runs, dry_run, resume,
             find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, profile, quiet,
             wide) -> None:

@@ -7,8 +7,9 @@ import json
 import math
 
 from harness.present.report.page import markdown_table
-from harness.present.table import cell, describe, fit
+from harness.present.table import cell, describe, fit, terminal_width, wrap
 from harness.results.compare import (
+    CI_WITHIN,
     DATASHEET_COLUMNS,
     RESULT_COLUMNS,
     describe_common,
@@ -21,6 +22,8 @@ from harness.results.compare import (
 
 #: Columns of the comparison that stay in the table even when every row has the same value.
 COMPARE_KEEP = ("baseline", "value", "baseline median", "median", "ratio [95% CI]", "change", "p", "verdict", "warnings")
+#: Columns that stay however narrow the terminal: what is compared and the answer.
+COMPARE_REQUIRED = ("value", "ratio [95% CI]", "verdict")
 #: Left out first when the table is too wide for the terminal.
 COMPARE_OPTIONAL = ("change",)
 #: ... and, once the warnings and verdicts are as short as they get, these (the ratio says it).
@@ -36,37 +39,97 @@ def _plain(value):
     return value
 
 
-def table_lines(table, common: dict, rows: list[dict], *, wide: bool = False, width: int | None = None) -> list[str]:
-    """The comparison for the terminal: `compared: ...; every row: ...` (what the rows share,
-    wrapped), the table fitted to the width, and a line saying what it shortened or left out.
-
-    Integers stay integers (`size=1024`, also where pandas made the column float); a ratio without
-    an interval (one process against several, or one timed block) says `[n/a]`.
-    """
-
-    raw = table.to_dict(orient="records") if hasattr(table, "to_dict") else list(table)
+def _shown_rows(raw: list[dict], rows: list[dict], metric: str) -> list[dict]:
+    """The display rows with the match fields as they were (not through compare's number format), a
+    ratio without an interval saying `[n/a]`, and a byte metric's figures in GiB or MiB."""
     shown = []
     for source, row in zip(raw, rows):
         row = dict(row)
-        for key in row:  # the match fields as they were, not through compare's number format
+        for key in row:
             if key in source and key not in RESULT_COLUMNS and key not in DATASHEET_COLUMNS and key != "verdict":
                 row[key] = cell(source[key])
         ratio = row.get("ratio [95% CI]")
         if ratio and ratio != "-" and "[" not in ratio:
             row["ratio [95% CI]"] = f"{ratio} [n/a]"
+        if metric.endswith("_bytes"):
+            row["baseline median"] = size_text(source.get("baseline_median"))
+            row["median"] = size_text(source.get("value_median"))
+            row.pop("unit", None)
         shown.append(row)
-    compared = common.get("compared")
+    return shown
+
+
+def _shared_reasons(shown: list[dict]) -> list[str]:
+    """Where every row's verdict gives the same reason (`inconclusive: 1 process per side ...`), the cells
+    keep the verdict's word and the reason becomes one line under the table; so does a within-process CI."""
+    notes = []
+    verdicts = {str(r.get("verdict", "")) for r in shown}
+    if len(verdicts) == 1 and ": " in next(iter(verdicts)):
+        word, reason = next(iter(verdicts)).split(": ", 1)
+        for row in shown:
+            row["verdict"] = word
+        notes.append(f"{word}: {reason}")
+    suffix = f" {CI_WITHIN}"
+    ratios = [str(r.get("ratio [95% CI]", "")) for r in shown]
+    if ratios and all(r.endswith(suffix) for r in ratios):
+        for row in shown:
+            row["ratio [95% CI]"] = row["ratio [95% CI]"][: -len(suffix)]
+        notes.append(f"every CI above is {CI_WITHIN} (see below)")
+    return notes
+
+
+def _one_table(shown: list[dict], common: dict, *, wide: bool, width: int | None, lead: str) -> list[str]:
     rest = {k: cell(v) for k, v in common.items() if k != "compared"}
-    fitted = fit(shown, width=width, wide=wide, keep=COMPARE_KEEP, required=COMPARE_KEEP[:-1], shorten={"warnings": 16, "verdict": 32},
-                 optional=COMPARE_OPTIONAL, last_resort=COMPARE_LAST_RESORT)
+    notes = [] if wide else _shared_reasons(shown)
+    for name in ("baseline", "verdict"):  # the same in every row: said once above the table
+        if not wide and len(shown) > 1 and len({str(r.get(name)) for r in shown}) == 1:
+            rest[name] = shown[0].get(name)
+            shown = [{k: v for k, v in row.items() if k != name} for row in shown]
+    fitted = fit(shown, width=width, wide=wide, keep=COMPARE_KEEP, required=COMPARE_REQUIRED,
+                 shorten={"warnings": 16, "verdict": 32}, optional=COMPARE_OPTIONAL, last_resort=COMPARE_LAST_RESORT)
     shared = {**rest, **fitted.common}
-    head = f"compared: {compared}"
+    head = lead
     if shared:
-        head = describe(shared, 10**9 if wide else fitted.width, lead=f"{head}; every row: ")
+        head = describe(shared, 10**9 if wide else fitted.width, lead=f"{lead}; every row: ")
     lines = [head, fitted.text]
     if fitted.footer():
         lines.append(fitted.footer())
+    return lines + [wrap([n], fitted.width) for n in notes]
+
+
+def table_lines(table, common: dict, rows: list[dict], *, wide: bool = False, width: int | None = None,
+                metric: str = "median") -> list[str]:
+    """The comparison for the terminal: `compared: ...; every row: ...` (what the rows share,
+    wrapped), the table fitted to the width, and a line saying what it shortened or left out.
+
+    Rows of several workloads make one table each (a workload's parameters are `-` on the other's
+    rows). Integers stay integers (`size=1024`, also where pandas made the column float); a ratio
+    without an interval (one process against several, or one timed block) says `[n/a]`; a byte
+    metric (`host_peak_rss_bytes`) reads in GiB or MiB.
+    """
+
+    raw = table.to_dict(orient="records") if hasattr(table, "to_dict") else list(table)
+    shown = _shown_rows(raw, rows, metric)
+    compared = common.get("compared")
+    workloads = list(dict.fromkeys(r.get("workload") for r in raw))
+    if len(workloads) < 2:
+        return _one_table(shown, common, wide=wide, width=width, lead=f"compared: {compared}")
+    lines = []
+    for workload in workloads:
+        mine = [row for source, row in zip(raw, shown) if source.get("workload") == workload]
+        part = [{k: v for k, v in row.items() if k != "workload"} for row in mine]
+        if lines:
+            lines.append("")
+        lines += _one_table(part, common, wide=wide, width=width, lead=f"{workload}: compared: {compared}")
     return lines
+
+
+def size_text(value) -> str:
+    """A byte count as people read it: GiB from 1 GiB up, else MiB; a dash where missing."""
+    if value is None or value != value:
+        return "-"
+    value = float(value)
+    return f"{value / 1024**3:.2f} GiB" if abs(value) >= 1024**3 else f"{value / 1024**2:.1f} MiB"
 
 
 def comparison_text(table, fmt: str, *, wide: bool, records=None, by=(), metric: str = "median") -> str:
@@ -81,10 +144,13 @@ def comparison_text(table, fmt: str, *, wide: bool, records=None, by=(), metric:
     if fmt == "markdown":
         lines = [describe_common(common) + "\n", markdown_table(rows)]
     else:
-        lines = table_lines(table, common, rows, wide=wide)
-    lines += table_notes(table)
+        lines = table_lines(table, common, rows, wide=wide, metric=metric)
+    after = table_notes(table)
     if "backend" in by:
-        lines += describe_fastest(fastest_configurations(records, metric))
+        after += describe_fastest(fastest_configurations(records, metric))
+    if fmt == "table" and not wide:  # each line under the table fits the terminal too
+        after = [wrap(line.split(" "), terminal_width(), sep=" ") for line in after]
+    lines += after
     return "".join(line + "\n" for line in lines)
 
 

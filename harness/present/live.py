@@ -4,9 +4,11 @@ run's line, its live progress and its result, on standard error."""
 from __future__ import annotations
 
 import shutil
+import textwrap
 
 import click
 
+from harness.present.table import describe, terminal_width
 from harness.results.record import Result
 from harness.session.forecast import CPU_TFLOPS, Forecast
 from harness.session.request import SessionObserver, SessionStarted
@@ -55,9 +57,69 @@ def forecast_lines(forecast: Forecast) -> list[str]:
 
 
 def say(lines: list[str]) -> None:
-    """Lines on standard error."""
+    """Lines on standard error, each wrapped to the terminal's width between words."""
     for line in lines:
-        click.echo(line, err=True)
+        click.echo(textwrap.fill(line, width=terminal_width(), subsequent_indent="  ", break_long_words=False,
+                                 break_on_hyphens=False), err=True)
+
+
+def _settings(spec) -> list[tuple[str, object]]:
+    return [*spec.params.items(), *spec.options.items()]
+
+
+def _by_workload(plan) -> dict[str, list]:
+    groups: dict[str, list] = {}
+    for spec in plan:
+        groups.setdefault(spec.workload, []).append(spec)
+    return groups
+
+
+def varying_keys(plan) -> list[str]:
+    """What a run's line must name to tell it from the others: the workload and device where they
+    differ, and the parameters and backend options whose value differs between the runs of one workload
+    (or that some of its runs lack, as a backend's option); the rest is said once (`shared_line`)."""
+    varying = [k for k in ("workload", "device") if len({getattr(s, k) for s in plan}) > 1]
+    for specs in _by_workload(plan).values():
+        seen: dict[str, set] = {}
+        present: dict[str, int] = {}
+        for spec in specs:
+            for key, value in _settings(spec):
+                seen.setdefault(key, set()).add(repr(value))
+                present[key] = present.get(key, 0) + 1
+        varying += [k for k, v in seen.items() if (len(v) > 1 or present[k] < len(specs)) and k not in varying]
+    return varying
+
+
+def shared_line(plan, varying: list[str], width: int | None = None) -> str | None:
+    """`every run: KEY=VALUE, ...` for what the runs of `plan` share (one line a workload where there
+    are several: `every gemm run: ...`), wrapped to the width; None where they share nothing."""
+    if not plan:
+        return None
+    groups = _by_workload(plan)
+    lines = []
+    for workload, specs in groups.items():
+        shared = {} if "workload" in varying else {"workload": workload}
+        if "device" not in varying:
+            shared["device"] = specs[0].device
+        shared.update({k: v for k, v in _settings(specs[0]) if k not in varying and v is not None})
+        lead = f"every {workload} run: " if len(groups) > 1 else "every run: "
+        if shared:
+            lines.append(describe(shared, width, lead=lead))
+    return "\n".join(lines) or None
+
+
+def run_label(spec, varying: list[str] | None = None, width: int | None = None) -> str:
+    """A run's line: its backend, and its device, workload and settings where they tell it from the other
+    runs (`varying`; None: every setting), and which process it is; shortened to `width` (None: whole)."""
+    if varying is None:
+        return spec.label()
+    shown = ", ".join(f"{k}={v}" for k, v in [*spec.params.items(), *spec.options.items()] if k in varying)
+    of = spec.process_of()
+    text = (spec.backend + (f" on {spec.device}" if "device" in varying else "")
+            + (f": {spec.workload}" if "workload" in varying else "") + (f" ({shown})" if shown else "") + of)
+    if width is not None and len(text) > width:
+        text = text[: max(1, width - 3 - len(of))].rstrip() + "..." + of
+    return text
 
 
 class Progress:
@@ -105,10 +167,12 @@ class Progress:
             self._write("\r\x1b[K")
             self._showing = False
 
-    def start(self, i: int, n: int, spec) -> None:
-        """The run's own line (and, on a terminal, its status: starting)."""
+    def start(self, i: int, n: int, spec, varying: list[str] | None = None) -> None:
+        """The run's own line, on one line of the terminal: the settings in `varying` (None: all of them)
+        (and, on a terminal, its status: starting)."""
         self.at = f"[{i}/{n}]"
-        self._line(f"{self.at} {spec.label()} ...")
+        width = None if varying is None else (self.width or terminal_width()) - len(self.at) - 5
+        self._line(f"{self.at} {run_label(spec, varying, width)} ...")
         if self.live:
             self._status("starting (the worker imports its framework)")
 
@@ -119,7 +183,12 @@ class Progress:
             figure = f" {record.median:.4g} {record.unit or ''}"
         elif record.error:
             figure = f" ({str(record.error).splitlines()[0][:150]})"
-        self._line(f"[{i}/{n}] {record.status}{figure} in {record.duration_s or 0:.1f} s")
+        tail = f" in {record.duration_s or 0:.1f} s"
+        head = f"[{i}/{n}] {record.status}{figure}"
+        room = (self.width or terminal_width()) - len(tail)
+        if len(head) > room:  # one line: the record keeps the whole error
+            head = head[: max(1, room - 3)].rstrip() + "..."
+        self._line(head + tail)
 
     def progress(self, spec, event: dict) -> None:
         """One event from the running worker (harness.worker.measure.run_timed's phases)."""
@@ -198,6 +267,15 @@ class LiveDisplay(SessionObserver):
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
         self._progress: Progress | None = None
+        self._varying: list[str] | None = None
+        self._shared: str | None = None
+
+    def use_plan(self, plan, wide: bool = False) -> None:
+        """Show each run's line with only the settings that vary across `plan` (the shared ones once, at
+        the session's start); `wide`: every setting on every line, however long."""
+        if not wide:
+            self._varying = varying_keys(plan)
+            self._shared = shared_line(plan, self._varying, terminal_width())
 
     @property
     def progress(self) -> Progress | None:
@@ -215,11 +293,13 @@ class LiveDisplay(SessionObserver):
         say([f"warning: {warning}" for warning in started.warnings])
         click.echo(f"session {started.session_id}: {started.runs} run(s); results go to {started.store_path}", err=True)
         say(forecast_lines(started.forecast))
+        if self._shared and not self.quiet:
+            click.echo(self._shared, err=True)
 
     def run_started(self, i: int, n: int, spec) -> None:
         """The run's line."""
         if self.progress is not None:
-            self.progress.start(i, n, spec)
+            self.progress.start(i, n, spec, self._varying)
 
     def run_progress(self, spec, event: dict) -> None:
         """The run's live status (a terminal) or its progress lines (a log)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 import re
 import shutil
+import statistics
 from dataclasses import dataclass, field
 
 from harness.results.compare import as_results, backend_variant
@@ -253,9 +254,10 @@ class _Widths:
                 out.hidden.append(c)
 
 
-def _narrow(widths: _Widths, out: Fitted, optional, last_resort) -> None:
+def _narrow(widths: _Widths, out: Fitted, optional, last_resort, keep=(), required=()) -> None:
     """Cut and leave out columns until the table fits: the `shorten` columns to MIN_SHORTENED, the `optional`
-    columns out, the `shorten` columns to their floors, the `last_resort` columns out."""
+    columns out, the `shorten` columns to their floors, the `last_resort` columns out, then any column
+    from the right (`_last_columns_out`)."""
     widths.cut(MIN_SHORTENED)
     for c in optional:  # the least needed columns go before the notes shrink below MIN_SHORTENED
         if widths.fits():
@@ -269,7 +271,30 @@ def _narrow(widths: _Widths, out: Fitted, optional, last_resort) -> None:
             break
         widths.leave_out([group] if isinstance(group, str) else group, out)
         widths.cut(None)
+    _last_columns_out(widths, out, keep, required)
     out.shortened = [c for c in widths.columns if widths.sizes[c] < widths.full[c]]
+
+
+def _last_columns_out(widths: _Widths, out: Fitted, keep, required) -> None:
+    """Still too wide: leave out columns from the right until the table fits: the notes and warnings
+    first (`--wide` and the record keep them), then those neither kept nor required (the later a
+    setting, the less it tells rows apart), then the kept ones;
+    the required columns stay, shortened to what is left, so the table never exceeds the width."""
+    for pool in ([c for c in widths.floors if c in widths.columns and c not in required],  # notes, warnings
+                 [c for c in widths.columns if c not in keep and c not in required],
+                 [c for c in widths.columns if c not in required]):
+        for c in reversed(pool):
+            if widths.fits():
+                return
+            widths.leave_out([c], out)
+            widths.cut(None)
+    over = widths.total() - widths.width
+    for c in reversed(widths.columns):  # only required columns are left: shorten them, the last first
+        if over <= 0:
+            break
+        cut = min(over, widths.sizes[c] - min(len(ELLIPSIS) + 1, widths.sizes[c]))
+        widths.sizes[c] -= cut
+        over -= cut
 
 
 def _aligned(columns: list[str], cells: dict, sizes: dict, n_rows: int) -> str:
@@ -308,7 +333,7 @@ def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=
         _set_aside(columns, cells, out, keep=keep, required=required, move=move)
     widths = _Widths(columns, cells, width, shorten)
     if not wide:
-        _narrow(widths, out, optional, last_resort)
+        _narrow(widths, out, optional, last_resort, keep, required)
     out.text = _aligned(widths.columns, cells, widths.sizes, len(rows))
     return out
 
@@ -336,22 +361,111 @@ def describe(common: dict, width: int | None = None, *, lead: str = "every row: 
 
 
 #: Columns of the results table that stay in it even when every row has the same value (the figures).
-RESULT_KEEP = ("backend", "median [95% CI]", "unit", "cv", "step ms", "first step s", "peak alloc", "host rss", "notes")
-#: ... and that stay even when they are empty.
+RESULT_KEEP = ("backend", "status", "median [95% CI]", "cv", "step ms", "first step s", "peak alloc", "host rss",
+               "notes")
+#: ... and that stay even when they are empty, however narrow the terminal.
 RESULT_REQUIRED = ("backend", "median [95% CI]")
 #: Columns of the results table left out first when it is too wide for the terminal.
-RESULT_OPTIONAL = ("host rss", "first step s", "peak alloc", "device name", "scenario", "step ms", "cv")
+RESULT_OPTIONAL = ("host rss", "first step s", "session", "device name", "scenario", "peak alloc", "step ms", "cv",
+                   "device")
+
+
+def _fitted_lines(rows: list[dict], width, wide: bool, lead: str = "") -> list[str]:
+    fitted = fit(rows, width=width, wide=wide, keep=RESULT_KEEP, required=RESULT_REQUIRED, shorten=("notes",),
+                 optional=RESULT_OPTIONAL)
+    head = describe(fitted.common, fitted.width, lead=f"{lead}every row: ") if fitted.common else (lead.rstrip(": ")
+                                                                                                   or None)
+    return [p for p in (head, fitted.text, fitted.footer()) if p]
+
+
+def rows_text(rows: list[dict], *, width: int | None = None, wide: bool = False) -> str:
+    """Display rows (with a `workload` column) for the terminal: one table per workload, each with what
+    its rows share on a line above it and a line saying what was shortened or left out."""
+    workloads = list(dict.fromkeys(r.get("workload") for r in rows))
+    if wide or len(workloads) < 2:
+        return "\n".join(_fitted_lines(rows, width, wide))
+    parts = []
+    for workload in workloads:
+        mine = [{k: v for k, v in r.items() if k != "workload"} for r in rows if r.get("workload") == workload]
+        parts.append("\n".join(_fitted_lines(mine, width, wide, lead=f"{workload}: ")))
+    return "\n\n".join(parts)
 
 
 def results_text(records: list[Result], *, width: int | None = None, wide: bool = False) -> str:
-    """The results table for the terminal: what every row shares on a line above it, the table,
-    and a line saying what was shortened or left out."""
+    """The results table for the terminal: one table per workload, what every row shares on a line
+    above it, and a line saying what was shortened or left out."""
     if not records:
         return "(no results)"
-    fitted = fit(result_rows(records), width=width, wide=wide, keep=RESULT_KEEP, required=RESULT_REQUIRED, shorten=("notes",),
-                 optional=RESULT_OPTIONAL)
-    parts = [describe(fitted.common, fitted.width), fitted.text, fitted.footer()]
-    return "\n".join(p for p in parts if p)
+    return rows_text(result_rows(records), width=width, wide=wide)
+
+
+def _status_text(records: list[Result]) -> str:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{status} {n}" for status, n in counts.items())
+
+
+def _configuration_row(records: list[Result], names: list[str]) -> dict:
+    """One configuration's row: its settings, how its processes ended, the median over its ok processes'
+    medians with their range (the record's own CI where one process), and the largest memory peaks."""
+    first = records[0]
+    ok = [r for r in records if r.status == "ok" and not _missing(r.median)]
+    row = {"scenario": first.scenario, "workload": first.workload, "backend": backend_variant(first),
+           "device": first.device, "device name": first.device_name}
+    row.update({p: (first.params or {}).get(p) for p in names})
+    row["status"] = _status_text(records)
+    row["processes"] = len(records)
+    medians = sorted(float(r.median) for r in ok)
+    if len(medians) > 1:
+        row["median [range]"] = f"{_fmt(statistics.median(medians))} [{_fmt(medians[0])}, {_fmt(medians[-1])}]"
+    else:
+        row["median [range]"] = f"{_fmt(medians[0])}{ci_text(ok[0])}" if medians else "-"
+    row["unit"] = first.unit if medians else ""
+    peaks = [r.peak_allocated_bytes for r in records if not _missing(r.peak_allocated_bytes)]
+    row["peak alloc"] = _bytes(max(peaks)) if peaks else "-"
+    rss = [r.host_peak_rss_bytes for r in records if not _missing(r.host_peak_rss_bytes)]
+    row["host rss"] = _bytes(max(rss)) if rss else "-"
+    row["notes"] = "; ".join(dict.fromkeys(n for r in records for n in _notes(r).split("; ") if n))
+    return row
+
+
+def configuration_rows(records: list[Result]) -> list[dict]:
+    """One display row per configuration (a run_key: every process of it), in the order first run."""
+    records = as_results(records)
+    names = list(dict.fromkeys(k for r in records for k in (r.params or {})))
+    groups: dict[str, list[Result]] = {}
+    for r in records:
+        groups.setdefault(r.run_key or r.run_id, []).append(r)
+    return [_configuration_row(group, names) for group in groups.values()]
+
+
+#: Columns of the per-configuration summary kept when every row has the same value, and required.
+SUMMARY_KEEP = ("backend", "status", "processes", "median [range]", "peak alloc", "notes")
+SUMMARY_REQUIRED = ("backend", "processes", "median [range]")
+
+
+def configuration_summary(records: list[Result], *, width: int | None = None, wide: bool = False) -> str:
+    """`harness run`'s summary: one row per configuration (the median over its processes, their range,
+    how many; one table per workload), fitted to the terminal; `wide`: every process's row in full."""
+    if not records:
+        return "(no results)"
+    if wide:
+        return results_text(records, width=width, wide=True)
+    rows = configuration_rows(records)
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    parts = []
+    for workload in workloads:
+        mine = [{k: v for k, v in r.items() if k != "workload" or len(workloads) < 2} for r in rows
+                if r["workload"] == workload]
+        fitted = fit(mine, width=width, keep=SUMMARY_KEEP, required=SUMMARY_REQUIRED, shorten=("notes",),
+                     optional=RESULT_OPTIONAL)
+        lead = f"{workload}: " if len(workloads) > 1 else ""
+        head = describe(fitted.common, fitted.width, lead=f"{lead}every row: ") if fitted.common else None
+        parts.append("\n".join(p for p in (head, fitted.text, fitted.footer()) if p))
+    return "\n\n".join(parts) + "\n(one row per configuration: the median over its processes; --wide: each process)"
 
 
 def render(rows: list[dict]) -> str:

@@ -89,10 +89,14 @@ class RunSpec:
             replicate=self.replicate,
         )
 
+    def process_of(self) -> str:
+        """` [process 2/4]` (`[process 2/4-10]` under `processes: auto`), or '' for a configuration of one process."""
+        least, most = process_bounds(self.measure)
+        return f" [process {self.replicate + 1}/{least if least == most else f'{least}-{most}'}]" if most > 1 else ""
+
     def label(self) -> str:
         """A short human description: backend on device, with the params that a sweep varies."""
         shown = ", ".join([f"{k}={v}" for k, v in self.params.items() if v is not None]
                           + [f"{k}={v}" for k, v in self.options.items() if v is not None])
-        least, most = process_bounds(self.measure)
-        of = f" [process {self.replicate + 1}/{least if least == most else f'{least}-{most}'}]" if most > 1 else ""
+        of = self.process_of()
         return f"{self.backend} on {self.device}: {self.workload} ({shown}){of}"

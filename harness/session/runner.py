@@ -26,6 +26,7 @@ from typing import Callable
 from harness.errors import StoreWriteError, Unsupported
 from harness.machine import env as env_mod
 from harness.machine import nvml
+from harness.machine.presence import missing_device_reason
 from harness.results.record import FAILING_STATUSES, Result, utc_now, write_json_atomic
 from harness.results.stats import median
 from harness.results.store import Store
@@ -384,7 +385,8 @@ class Runner:
         if not backend.installed():
             hint = f" ({backend.install_hint})" if backend.install_hint else ""
             return "unsupported", f"{spec.backend} is not installed in this Python{hint}"
-        reason = backend.unsupported_reason(spec.workload, spec.params, spec.device, spec.options)
+        reason = (backend.unsupported_reason(spec.workload, spec.params, spec.device, spec.options)
+                  or missing_device_reason(spec.device))  # a GPU that is not there: no worker to start
         if reason:
             return "unsupported", reason
         replicas = self._replicas(spec)

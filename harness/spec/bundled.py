@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
+
+from harness.errors import InputError
 
 
 def scenarios_dir() -> Path | None:
@@ -24,7 +27,11 @@ def bundled_scenarios() -> list[Path]:
 
 
 def resolve_scenario_path(text: str) -> str:
-    """A path as given if it exists, else the bundled scenario of that name (`quickstart`), else as given."""
+    """A path as given if it exists, else the bundled scenario of that name (`quickstart`), else as given.
+
+    A bare name that is neither a file nor a bundled scenario but is close to one (`quickstrat`) is
+    refused here, naming the scenario it is closest to (InputError).
+    """
     path = Path(text)
     if path.exists():
         return text
@@ -33,4 +40,17 @@ def resolve_scenario_path(text: str) -> str:
         for name in (text, f"{text}.yaml"):
             if (folder / name).is_file() and "/" not in text:
                 return str(folder / name)
+    close = closest_scenario(text)
+    if close:
+        raise InputError(f"{text}: no such file, nor a bundled scenario; did you mean `{close}`? "
+                         "(`harness list` names the bundled scenarios)", source=text)
     return text
+
+
+def closest_scenario(text: str) -> str | None:
+    """The bundled scenario name closest to a mistyped bare name (difflib), or None."""
+    if "/" in text or "\\" in text:
+        return None
+    names = [p.stem for p in bundled_scenarios()]
+    close = difflib.get_close_matches(Path(text).stem, names, n=1, cutoff=0.7)
+    return close[0] if close else None

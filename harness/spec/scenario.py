@@ -5,6 +5,7 @@ Every problem becomes an InputError whose message names the file, the field and 
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import os
@@ -335,13 +336,29 @@ def read_scenario_file(path: str | os.PathLike) -> dict:
     return read_scenario_documents(path)[0]
 
 
-def _describe(error: dict) -> tuple[str, str]:
+def known_fields(model, loc: tuple) -> list[str]:
+    """The field names a pydantic `model` allows where `loc` (a field path, its last part the unknown
+    name) ends: the fields of the model that the path's other parts lead to; [] where it leads to none."""
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        model = getattr(field, "annotation", None) if field is not None else None
+    return list(getattr(model, "model_fields", {}) or [])
+
+
+def did_you_mean(name: str, choices) -> str:
+    """'; did you mean `X`?' for the closest of `choices` to a mistyped `name` (difflib), else ''."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _describe(error: dict, model=None) -> tuple[str, str]:
     loc = ".".join(str(part) for part in error.get("loc", ()) if part not in ("function-after[_dims(), GemmParams]",))
     msg = error.get("msg", "invalid")
     value = error.get("input")
     kind = error.get("type", "")
     if kind == "extra_forbidden":
-        msg = "unknown field"
+        path = tuple(error.get("loc", ()))
+        msg = "unknown field" + (did_you_mean(path[-1], known_fields(model, path)) if model and path else "")
     elif kind == "missing":
         msg = "required field is missing"
     shown = repr(value)
@@ -352,12 +369,13 @@ def _describe(error: dict) -> tuple[str, str]:
     return loc, msg
 
 
-def format_validation_error(exc: ValidationError, source: str, prefix: str = "") -> InputError:
-    """One paragraph naming the file, each bad field's path and what was expected."""
+def format_validation_error(exc: ValidationError, source: str, prefix: str = "", model=None) -> InputError:
+    """One paragraph naming the file, each bad field's path and what was expected; an unknown field of
+    `model` (the pydantic model validated) says which known field it is closest to."""
     parts = []
     first_field = None
     for error in exc.errors()[:8]:
-        loc, msg = _describe(error)
+        loc, msg = _describe(error, model)
         loc = f"{prefix}{loc}" if loc else prefix.rstrip(".") or "(top level)"
         first_field = first_field or loc
         parts.append(f"field `{loc}`: {msg}")
@@ -441,7 +459,7 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise format_validation_error(exc, source) from None
+        raise format_validation_error(exc, source, model=Scenario) from None
     _check_run_count(scenario, source, max_runs)
     workload = WORKLOADS[scenario.workload]
     fields = set(workload.params_model.model_fields)
@@ -509,7 +527,7 @@ def _check_sweep_points(scenario: Scenario, source: str, workload) -> None:
         try:
             workload.validate({**scenario.params, **point})
         except ValidationError as exc:
-            err = format_validation_error(exc, source, prefix="params.")
+            err = format_validation_error(exc, source, prefix="params.", model=workload.params_model)
             if point:
                 swept = ", ".join(f"{k}={v!r}" for k, v in point.items())
                 raise InputError(f"{err} (at sweep point {swept})", source=source, field=err.field) from None
@@ -553,7 +571,8 @@ def load_scenarios(
         fields = [set(w.params_model.model_fields) for w in map(_workload_of, documents) if w is not None]
         if fields and not any(key in f for f in fields):
             known = sorted(set().union(*fields))
-            raise InputError(f"--set {key}: not a parameter of this scenario's workload(s) (expected one of {', '.join(known)})",
+            raise InputError(f"--set {key}: not a parameter of this scenario's workload(s){did_you_mean(key, known)} "
+                             f"(expected one of {', '.join(known)})",
                              source="--set", field=key)
     scenarios = []
     for i, data in enumerate(documents, 1):

@@ -101,12 +101,25 @@ def _annotate(ax, x: float, top: float, text: str, **style) -> None:
     ax.annotate(text, (x, top), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", **style)
 
 
+#: Words of a compare row's warnings saying that one side ran a mode not meant for speed (TensorFlow eager,
+#: its debugging mode), so the pair is not like for like: the chart says so on the bar itself.
+NOT_LIKE_FOR_LIKE = ("debugging mode",)
+
+
+def not_like_for_like(row: dict | None) -> bool:
+    """Whether a compare row's warnings say its two sides ran modes that are not like for like."""
+    warnings = str((row or {}).get("warnings") or "")
+    return any(words in warnings for words in NOT_LIKE_FOR_LIKE)
+
+
 def _ratio_label(ax, x: float, top: float, row: dict | None, ratios: dict | None, several: bool) -> None:
-    """Above a bar: its ratio to the group's baseline and the verdict, or `baseline` on the baseline's bar."""
+    """Above a bar: its ratio to the group's baseline and the verdict (and `not like for like` where a
+    side ran a mode not meant for speed), or `baseline` on the baseline's bar."""
     if row is not None and row.get("ratio") is not None:
-        strong = is_difference(row.get("verdict"))
+        strong = is_difference(row.get("verdict")) and not not_like_for_like(row)
         busy = ", busy" if row.get("busy") else ""  # measured on a busy machine: see the table
-        text = f"{row['ratio']:.2f}\u00d7\n{short_verdict(row.get('verdict'))}{busy}"
+        caveat = "\nnot like for like" if not_like_for_like(row) else ""
+        text = f"{row['ratio']:.2f}\u00d7\n{short_verdict(row.get('verdict'))}{busy}{caveat}"
         _annotate(ax, x, top, text, fontsize=7.5, color="#000" if strong else "#777",
                   fontweight="bold" if strong else "normal")
     elif ratios is not None and row is None and several:

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The JAX rows of docs/benchmarks.md, beside torch and TensorFlow, on the lent H200 (Python 3.12, the image's
+# The JAX rows of docs/results.md, beside torch and TensorFlow, on an H200 (Python 3.12, the image's
 # own JAX 0.11.2 with CUDA 13, Flax and Optax: nothing to carry but pydantic's wheels, as for
-# benchmarks/gpu_session.sh). Each phase fits one device call (<10 min). From the repository root:
+# benchmarks/gpu_session.sh). Each phase takes under ten minutes. From the repository root:
 #
 #   OUT=/some/dir bash plugins/harness-jax/benchmarks/gpu_session.sh [PHASE ...]
 #     smoke      (~6 min)  every technique once at batch 64 (gpu_smoke.yaml) + the hand loop at batch 64
-#     gemm       (~3 min)  benchmarks/h200/issue10_gemm.yaml (GEMM 4096, four precisions, every mode)
-#     compiled   (~3 min)  benchmarks/h200/issue10_resnet.yaml, batch 256 channels_last, jax.jit, three precisions
+#     gemm       (~3 min)  benchmarks/h200/frameworks_gemm.yaml (GEMM 4096, four precisions, every mode)
+#     compiled   (~3 min)  benchmarks/h200/frameworks_resnet50.yaml, batch 256 channels_last, jax.jit, three precisions
 #                          (graph and cuda_graph are recorded as unsupported, with the reason)
 #     handloop   (~2 min)  benchmarks/jax_resnet50_handloop.py at the same settings (tf32, amp_bf16)
 #     eager      (~7 min)  the same file, op by op, fewer steps (as TensorFlow's eager rows)
@@ -44,16 +44,16 @@ for phase in $PHASES; do
     smoke)
       $H run "$PLUGIN/benchmarks/gpu_smoke.yaml" $ONE --store "$STORE"
       python3 "$PLUGIN/benchmarks/jax_resnet50_handloop.py" --batch-size 64 --precision amp_bf16 --warmup 2 --steps 5 --repeats 2 ;;
-    gemm) $H run benchmarks/h200/issue10_gemm.yaml --backend jax $ONE --store "$STORE" ;;
+    gemm) $H run benchmarks/h200/frameworks_gemm.yaml --backend jax $ONE --store "$STORE" ;;
     compiled)
-      $H run benchmarks/h200/issue10_resnet.yaml --backend jax --set 'execution=[graph, cuda_graph, compiled]' \
+      $H run benchmarks/h200/frameworks_resnet50.yaml --backend jax --set 'execution=[graph, cuda_graph, compiled]' \
         $ONE --set measure.repeats=3 --store "$STORE" ;;
     handloop)
       for p in tf32 amp_bf16 amp_fp16; do
         python3 "$PLUGIN/benchmarks/jax_resnet50_handloop.py" --batch-size 256 --precision $p --warmup 5 --steps 10 --repeats 3
       done ;;
     eager)
-      $H run benchmarks/h200/issue10_resnet.yaml --backend jax --set execution=eager $ONE \
+      $H run benchmarks/h200/frameworks_resnet50.yaml --backend jax --set execution=eager $ONE \
         --set measure.warmup=2 --set measure.steps=5 --set measure.repeats=3 --store "$STORE" ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;
   esac

@@ -1,0 +1,185 @@
+"""The published results page (docs/results.md): every figure generated from the stores its manifest
+lists, with hand-written commentary kept across regeneration.
+
+Commentary lives between `<!-- commentary:NAME -->` and `<!-- /commentary:NAME -->`; everything else
+on the page is generated and is overwritten. Each section of the manifest gives a slot named by its
+id, and the page has two more: `answer` (at the top, what the figures mean together) and `reproduce`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from harness.errors import InputError
+from harness.present.report.page import markdown_table
+from harness.results.compare import (
+    compare,
+    describe_common,
+    display_rows,
+    field_value,
+    fmt,
+)
+from harness.results.manifest import Manifest, PageSection, load_manifest, load_stores
+from harness.results.record import Result
+
+#: A commentary block of an existing page: its name and its text.
+COMMENTARY = re.compile(r"<!-- commentary:([a-z0-9-]+) -->\n(.*?)<!-- /commentary:\1 -->", re.S)
+#: Where a slot nobody has written yet says so.
+EMPTY_COMMENTARY = "(no commentary yet)\n"
+#: The columns of a comparison the page shows after the configuration (in this order, when present).
+PAGE_COLUMNS = ("baseline", "value", "baseline median", "median", "unit", "ratio [95% CI]", "scaling efficiency",
+                "processes", "verdict")
+#: Match fields the page leaves out: a scenario's name is how a store keyed its runs, not a product term.
+HIDDEN = ("scenario",)
+#: The verdict of a row measured with one process a side.
+ONE_PROCESS = "no verdict: one process a side"
+
+
+def commentary_blocks(text: str) -> dict[str, str]:
+    """The commentary of an existing page, by slot name."""
+    return {name: body for name, body in COMMENTARY.findall(text)}
+
+
+def _block(name: str, kept: dict[str, str]) -> list[str]:
+    body = kept.get(name, EMPTY_COMMENTARY)
+    return [f"<!-- commentary:{name} -->", body.rstrip("\n"), f"<!-- /commentary:{name} -->", ""]
+
+
+def _selected(section: PageSection, stores: dict[str, list[Result]]) -> list[Result]:
+    records = [r for name in section.stores for r in stores[name]]
+    for field, wanted in section.where.items():
+        allowed = {str(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
+        records = [r for r in records if str(field_value(r, field)) in allowed]
+    return records
+
+
+def _verdict(row: dict, source: dict) -> str:
+    if source.get("baseline_runs", 0) < 2 and source.get("value_runs", 0) < 2:
+        return ONE_PROCESS
+    return str(row["verdict"]).split(":")[0]
+
+
+def section_rows(section: PageSection, records: list[Result]) -> tuple[dict, list[dict]]:
+    """(what every row shares, the rows as the page shows them) of one section's comparison."""
+    try:
+        table = compare(records, section.by, section.baseline, section.metric)
+    except InputError as exc:
+        raise InputError(f"section {section.id}: {exc}", source=exc.source, field=f"sections.{section.id}") from None
+    common, rows = display_rows(table)
+    raw = table.to_dict(orient="records")
+    shown = []
+    for source, row in zip(raw, rows):
+        config = {k: v for k, v in row.items() if k not in PAGE_COLUMNS and k not in HIDDEN and k not in
+                  ("change", "p", "warnings")}
+        picked = {k: row[k] for k in PAGE_COLUMNS if k in row}
+        picked["verdict"] = _verdict(row, source)
+        shown.append({**{k: config[k] for k in (section.columns or config) if k in config}, **picked})
+    return {k: v for k, v in common.items() if k not in HIDDEN}, shown
+
+
+def values_rows(section: PageSection, records: list[Result]) -> list[dict]:
+    """A `values` section's rows: one per value of its `rows` fields, a column per value of its `by`
+    fields holding each ok record's figure (several records of one cell: each, separated by `;`)."""
+    cells: dict[tuple, dict[str, list[str]]] = {}
+    unit = ""
+    for record in (r for r in records if r.status == "ok"):
+        key = tuple(field_value(record, f) for f in section.rows)
+        column = " / ".join(str(field_value(record, f)) for f in section.by)
+        cells.setdefault(key, {}).setdefault(column, []).append(fmt(record.median))
+        unit = record.unit or unit
+    columns = list(dict.fromkeys(c for row in cells.values() for c in row))
+    rows = []
+    for key, row in cells.items():
+        shown = {f: fmt(v) for f, v in zip(section.rows, key)}
+        shown.update({c: "; ".join(row.get(c, ["-"])) for c in columns})
+        shown["unit"] = unit
+        rows.append(shown)
+    return rows
+
+
+def _href(base: str, name: str) -> str:
+    return name if base in ("", ".") else f"{base}/{name}"
+
+
+def _store_line(section: PageSection, manifest: Manifest, base: str) -> str:
+    links = []
+    for name in section.stores:
+        entry = manifest.entry(name)
+        links.append(f"[{name}]({_href(base, name)}) ({', '.join(entry.dates)}, {entry.hardware})")
+    return "From " + "; ".join(links) + "."
+
+
+def section_lines(section: PageSection, manifest: Manifest, records: list[Result], kept: dict,
+                  base: str) -> list[str]:
+    """One section of the page: title, its stores, what the rows share, the table, its commentary."""
+    if section.kind == "values":
+        rows = values_rows(section, records)
+        lines = [f"## {section.title}", "", _store_line(section, manifest, base), "", markdown_table(rows), ""]
+        return lines + _block(section.id, kept)
+    common, rows = section_rows(section, records)
+    lines = [f"## {section.title}", "", _store_line(section, manifest, base), "", describe_common(common) + ".", "",
+             markdown_table(rows), ""]
+    if any(r["verdict"] == ONE_PROCESS for r in rows):
+        lines += [f"`{ONE_PROCESS}`: each side is one worker process, so its interval comes from that process's "
+                  "timed blocks and no verdict (faster, slower, same) rests on it.", ""]
+    return lines + _block(section.id, kept)
+
+
+def stores_table(manifest: Manifest, base: str) -> str:
+    """Every store of the manifest, one row each: what, when, on what, with which software, by which command,
+    and whether the page draws on it."""
+    rows = [{"store": f"[{s.file}]({_href(base, s.file)})", "measured": s.measured, "dates": ", ".join(s.dates),
+             "hardware": s.hardware + (f", driver {s.driver}" if s.driver else ""),
+             "software": ", ".join(f"{k} {v}" for k, v in s.software.items()),
+             "commit": s.commit or "not recorded", "command": f"`{s.command}`",
+             "on this page": "yes" if s.current else "no (kept as evidence)"}
+            for s in manifest.stores]
+    return markdown_table(rows)
+
+
+def page_text(manifest: Manifest, stores: dict[str, list[Result]], kept: dict[str, str], command: str,
+              base: str) -> str:
+    """The whole page: the answer's commentary, each section, the stores, how to reproduce. `base`: the
+    stores' folder relative to the page's, for links."""
+    lines = [f"# {manifest.title}", "",
+             f"<!-- Generated by `{command}` from the stores' manifest: edit only between commentary markers. -->",
+             ""]
+    lines += _block("answer", kept)
+    for section in manifest.sections:
+        lines += section_lines(section, manifest, _selected(section, stores), kept, base)
+    lines += ["## The stores", "", stores_table(manifest, base), "", "## Reproduce", "",
+              f"This page: `{command}`. Each store: its command above, on its hardware (docs/benchmarks.md).", ""]
+    lines += _block("reproduce", kept)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def build_page(manifest_path: str | Path, page_path: str | Path, command: str) -> str:
+    """The page for `manifest_path` (its stores beside it), keeping the commentary of the page now at
+    `page_path` if there is one. InputError where the manifest is unsound or disagrees with a store."""
+    manifest_path, page_path = Path(manifest_path), Path(page_path)
+    manifest = load_manifest(manifest_path)
+    stores = load_stores(manifest, manifest_path.parent, manifest_path)
+    kept = commentary_blocks(page_path.read_text()) if page_path.is_file() else {}
+    base = Path(os.path.relpath(manifest_path.parent.resolve(), page_path.parent.resolve())).as_posix()
+    return page_text(manifest, stores, kept, command, base)
+
+
+#: A block of another page that the command fills with the stores table (docs/benchmarks.md has one).
+STORES_BLOCK = re.compile(r"(<!-- generated:stores -->\n).*?(<!-- /generated:stores -->)", re.S)
+
+
+def with_stores_table(manifest_path: str | Path, page_path: str | Path) -> str | None:
+    """The text of `page_path` with its `<!-- generated:stores -->` block holding the manifest's stores
+    table (links relative to that page), or None where the page has no such block."""
+    manifest_path, page_path = Path(manifest_path), Path(page_path)
+    if not page_path.is_file():
+        return None
+    text = page_path.read_text()
+    if not STORES_BLOCK.search(text):
+        return None
+    base = Path(os.path.relpath(manifest_path.parent.resolve(), page_path.parent.resolve())).as_posix()
+    table = stores_table(load_manifest(manifest_path), base)
+    return STORES_BLOCK.sub(lambda m: m.group(1) + table + "\n" + m.group(2), text)
+

@@ -1,0 +1,109 @@
+"""The results page (docs/results.md): generated from the stores its manifest lists, commentary kept."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.present.results_page import commentary_blocks
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "docs" / "data"
+#: The smallest committed store: TensorFlow's two strategies, 1 and 2 replicas.
+SMALL = "h200-2026-12-01.db"
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def _entry() -> dict:
+    manifest = yaml.safe_load((DATA / "manifest.yaml").read_text())
+    return next(s for s in manifest["stores"] if s["file"] == SMALL)
+
+
+def _manifest(tmp_path: Path, entry: dict | None = None, sections: list | None = None) -> Path:
+    shutil.copy(DATA / SMALL, tmp_path / SMALL)
+    sections = sections if sections is not None else [
+        {"id": "scaling", "title": "Two GPUs", "stores": [SMALL], "by": ["replicas"]}]
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump({"title": "Results", "stores": [entry or _entry()], "sections": sections}))
+    return path
+
+
+def test_the_committed_page_is_what_its_command_makes_from_the_stores():
+    result = CliRunner().invoke(main, ["results-page", "--check", "--manifest", str(DATA / "manifest.yaml"),
+                                       "--output", str(ROOT / "docs" / "results.md")])
+    assert result.exit_code == 0, result.output
+    assert "benchmarks.md" in result.output  # its stores table too, in the methodology page
+    methods = (ROOT / "docs" / "benchmarks.md").read_text()
+    for entry in yaml.safe_load((DATA / "manifest.yaml").read_text())["stores"]:
+        assert f"[{entry['file']}](data/{entry['file']})" in methods and entry["hardware"] in methods
+
+
+def test_the_stores_table_block_of_another_page_is_filled_and_checked(tmp_path):
+    manifest = _manifest(tmp_path)
+    page, methods = tmp_path / "results.md", tmp_path / "benchmarks.md"
+    methods.write_text("# How\n\n<!-- generated:stores -->\nstale rows\n<!-- /generated:stores -->\n\nmore\n")
+    assert _invoke("results-page", "--manifest", str(manifest), "--output", str(page)).exit_code == 0
+    text = methods.read_text()
+    assert "stale rows" not in text and f"[{SMALL}]({SMALL})" in text and text.endswith("\nmore\n")
+    methods.write_text(text.replace("2 x NVIDIA H200", "2 x NVIDIA H100"))
+    assert _invoke("results-page", "--manifest", str(manifest), "--output", str(page), "--check").exit_code == 1
+
+
+def test_the_page_opens_with_the_answer_then_the_cross_framework_table():
+    text = (ROOT / "docs" / "results.md").read_text()
+    assert "(no commentary yet)" not in commentary_blocks(text)["answer"]
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## ResNet-50 training, TensorFlow against torch"
+    assert text.index("commentary:answer") < text.index(headings[0])
+    assert "](data/h200-2026-11-30.db)" in text  # each figure links the store it came from
+
+
+def test_regenerating_keeps_the_commentary_and_restores_the_generated_figures(tmp_path):
+    manifest = _manifest(tmp_path)
+    page = tmp_path / "results.md"
+    assert _invoke("results-page", "--manifest", str(manifest), "--output", str(page)).exit_code == 0
+    made = page.read_text()
+    assert "| 1 | 2 |" in made and "no verdict: one process a side" in made
+    edited = made.replace("<!-- commentary:scaling -->\n(no commentary yet)",
+                          "<!-- commentary:scaling -->\nXLA keeps the all-reduce outside.")
+    edited = edited.replace("| 1 | 2 |", "| 1 | 3 |")  # a hand edit of a generated figure
+    page.write_text(edited)
+    assert _invoke("results-page", "--manifest", str(manifest), "--output", str(page), "--check").exit_code == 1
+    assert _invoke("results-page", "--manifest", str(manifest), "--output", str(page)).exit_code == 0
+    assert page.read_text() == made.replace("<!-- commentary:scaling -->\n(no commentary yet)",
+                                            "<!-- commentary:scaling -->\nXLA keeps the all-reduce outside.")
+
+
+def test_a_manifest_entry_that_disagrees_with_its_store_is_refused(tmp_path):
+    entry = {**_entry(), "hardware": "8 x NVIDIA B200"}
+    page = tmp_path / "results.md"
+    result = CliRunner().invoke(main, ["results-page", "--manifest", str(_manifest(tmp_path, entry)),
+                                       "--output", str(page)])
+    assert result.exit_code == 2
+    assert f"stores.{SMALL}.hardware" in result.output and "2 x NVIDIA H200" in result.output
+    assert not page.exists()
+
+
+def test_a_section_on_a_store_not_current_is_refused(tmp_path):
+    entry = {**_entry(), "current": False}
+    result = CliRunner().invoke(main, ["results-page", "--manifest", str(_manifest(tmp_path, entry)),
+                                       "--output", str(tmp_path / "results.md")])
+    assert result.exit_code == 2 and "sections.scaling.stores" in result.output
+
+
+def test_a_values_section_lays_out_one_row_per_configuration(tmp_path):
+    sections = [{"id": "strategies", "title": "Strategies", "stores": [SMALL], "kind": "values",
+                 "rows": ["execution", "replicas"], "by": ["scenario"]}]
+    page = tmp_path / "results.md"
+    assert _invoke("results-page", "--manifest", str(_manifest(tmp_path, sections=sections)),
+                   "--output", str(page)).exit_code == 0
+    text = page.read_text()
+    assert "| execution | replicas |" in text
+    assert "| compiled | 2 | 9,904 | 6,949 | images/s |" in text

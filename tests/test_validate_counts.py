@@ -1,0 +1,56 @@
+"""`harness validate` counts what `harness run` plans: the same planning code, processes included."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import yaml
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.session.app import prepare_session
+from harness.session.count import count_plan
+from harness.session.request import SessionRequest
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def _planned(output: str) -> int:
+    return int(re.search(r"plan: (\d+) run\(s\)", output).group(1))
+
+
+def test_validate_and_dry_run_count_the_same_runs_processes_included():
+    for args in (["quickstart"], ["quickstart", "--set", "measure.processes=3"], ["gpu_comparison"]):
+        validated = _invoke("validate", *args)
+        assert validated.exit_code == 0, validated.output
+        runs = [int(n) for n in re.findall(r": ok: .* = (\d+) run\(s\)", validated.output)]
+        assert sum(runs) == _planned(_invoke("run", *args, "--dry-run").output), validated.output
+    quick = _invoke("validate", "quickstart").output
+    assert "2 configuration(s) x 5 process(es) = 10 run(s)" in quick
+
+
+def test_a_multi_document_file_over_the_run_limit_is_refused_by_validate_as_by_run(tmp_path):
+    doc = {"workload": "gemm", "params": {"size": 8}, "backends": ["torch"], "devices": ["cpu"],
+           "measure": {"processes": 5}, "sweep": {"precision": ["fp32", "tf32"]}}
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump_all([{"name": "a", **doc}, {"name": "b", **doc}]))
+    # each document plans 10 runs, the file 20: under a limit of 15 each document passes, the file does not
+    validated = _invoke("validate", str(path), "--max-runs", "15")
+    ran = _invoke("run", str(path), "--max-runs", "15", "--dry-run")
+    assert ran.exit_code == 2 and validated.exit_code == 2, validated.output
+    assert "20 runs" in validated.output
+    whole = _invoke("validate", str(path), "--max-runs", "20")
+    assert whole.exit_code == 0 and "2 scenarios, 20 run(s) in all" in whole.output
+
+
+def test_an_adaptive_process_count_is_counted_as_its_least_and_most():
+    plan = prepare_session(SessionRequest(scenario_file="quickstart")).plan
+    assert count_plan(plan).runs == "10"
+    adaptive = [dataclasses.replace(s, measure={**s.measure, "processes": {"least": 2, "most": 8}})
+                for s in plan if s.replicate < 2]
+    count = count_plan(adaptive)
+    assert (count.configurations, count.least, count.most) == (2, 4, 16)
+    assert count.runs == "4-16" and count.processes == "2-8"
