@@ -11,6 +11,7 @@ import click
 
 from harness.present.live import LiveDisplay, forecast_lines, say
 from harness.present.table import summary_table
+from harness.results.store import redact
 from harness.session.app import (
     FinishedSession,
     PreparedSession,
@@ -115,7 +116,8 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="auto, cpu, cuda:N or gpu:N (repeatable); replaces the file's devices.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a parameter (a [list] sweeps it), measure.FIELD, seed or name.")
-@click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
+@click.option("--store", "store_path", default=None,
+              help="SQLite store file, or a postgresql://USER@HOST/DB database (default harness.db or $HARNESS_STORE).")
 @click.option("--timeout", type=float, default=None, callback=_check_timeout,
               help="Seconds one run may take before it is stopped (default measure.timeout_s).")
 @click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
@@ -158,7 +160,7 @@ def command(scenario_file, backends, devices, overrides, store_path, timeout, ma
     request = SessionRequest(scenario_file=scenario_file, resume=resume, backends=tuple(backends),
                              devices=tuple(devices), overrides=tuple(overrides), store_path=store_path, timeout=timeout,
                              max_runs=max_runs, find_max_batch=find_max_batch, capacity=capacity,
-                             memory_limit=memory_limit, command=shlex.join(["harness"] + sys.argv[1:]))
+                             memory_limit=memory_limit, command=redact(shlex.join(["harness"] + sys.argv[1:])))
     with trap_signals():  # from the start: Ctrl-C at any moment ends cleanly, with the session marked
         try:
             _run(request, dry_run, quiet, wide)

@@ -20,7 +20,7 @@ from pathlib import Path
 from harness.errors import InputError, StoreError, StoreWriteError
 from harness.machine.envcheck import environment_warnings
 from harness.results.record import Result
-from harness.results.store import Store
+from harness.results.store import Store, store_exists
 from harness.session.capacity import find_max_batch
 from harness.session.forecast import Forecast, forecast
 from harness.session.limits import check_timeout, parse_size
@@ -106,7 +106,7 @@ def prepare_session(request: SessionRequest, observer: SessionObserver | None = 
 
 def _stored_records(path) -> list[Result]:
     """The records of a store, for an estimate; none where there is no store or it cannot be read."""
-    if not path or not Path(str(path)).exists():
+    if not path or not store_exists(str(path)):
         return []
     try:
         with Store(str(path), readonly=True) as store:

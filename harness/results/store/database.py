@@ -19,6 +19,7 @@ from harness.results.store.failures import damaged, explain
 from harness.results.store.imports import read_rows
 from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.opening import open_readonly, open_writable
+from harness.results.store.postgres import PostgresStore, is_server_url
 from harness.results.store.queries import StoreQueries
 from harness.results.store.schema import (
     SESSION_KEYS,
@@ -33,14 +34,28 @@ DEFAULT_STORE = "harness.db"
 
 
 def default_store_path() -> str:
-    """`HARNESS_STORE` if set, else harness.db in the working folder."""
+    """`HARNESS_STORE` if set (a file or a postgresql:// URL), else harness.db in the working folder."""
     return os.environ.get("HARNESS_STORE") or DEFAULT_STORE
+
+
+def store_exists(path: str) -> bool:
+    """Whether there is a store to read at path: a file that exists, or any database server URL (connecting
+    says whether it holds a store)."""
+    return is_server_url(path) or Path(path).exists()
 
 
 class Store(StoreQueries):
     """A SQLite results store. Opening it checks it (StoreError if it is damaged, not a harness store,
     or cannot be written), unless it is opened `readonly`, which checks it can be read (reading
-    results needs no write access: a store on a read-only mount, an archived artifact)."""
+    results needs no write access: a store on a read-only mount, an archived artifact).
+
+    A postgresql:// URL opens a `PostgresStore` instead: same methods, same behaviour, on a server."""
+
+    def __new__(cls, path: str | os.PathLike | None = None, *, readonly: bool = False):
+        target = str(path or default_store_path())
+        if cls is Store and is_server_url(target):
+            return PostgresStore(target, readonly=readonly)
+        return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False):
         self.path = str(path or default_store_path())
