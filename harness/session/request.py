@@ -30,6 +30,9 @@ class SessionRequest:
     capacity: dict = field(default_factory=dict)
     memory_limit: str | None = None
     command: str | None = None
+    #: where the runs execute (harness.session.executors: local, slurm) and, for slurm, its SlurmSettings
+    executor: str = "local"
+    slurm: object | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class PreparedSession:
     settings: dict | None = None
     command: str | None = None
     resumed: Resumed | None = None
+    #: where the runs execute and, for slurm, its settings (as the request gave them)
+    executor: str = "local"
+    slurm: object | None = None
 
 
 @dataclass(frozen=True)

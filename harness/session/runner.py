@@ -252,8 +252,12 @@ class Runner:
         on_progress: Callable | None = None,
         memory_limit_bytes: int | None = None,
         cluster: dp.Cluster | None = None,
+        executor=None,
     ):
         self.store = store
+        #: where the runs of run() execute: None for worker processes here; else an executor that takes the
+        #: whole plan (harness.session.executors: Slurm jobs)
+        self.executor = executor
         self.memory_limit_bytes = memory_limit_bytes
         #: this node's place in a several-node data-parallel run (harness run --nnodes ...); one node by default
         self.cluster = cluster or dp.Cluster.from_env()
@@ -512,6 +516,8 @@ class Runner:
         which signal ended the session. A result the store cannot take ends the session too: it is
         kept in a side file (Store.add), and the outcome's `store_error` says where.
         """
+        if self.executor is not None:
+            return self.executor.run_plan(self, plan)
         outcome = SessionOutcome()
         with trap_signals():
             try:

@@ -26,8 +26,11 @@ import re
 import threading
 from pathlib import Path
 
-import psycopg
-from psycopg import conninfo
+try:  # an optional dependency (the `cluster` extra): SQLite stores need none of it
+    import psycopg
+    from psycopg import conninfo
+except ImportError:  # pragma: no cover - the test environments install it
+    psycopg = None
 
 from harness.errors import StoreError, StoreWriteError
 from harness.results.record import Result, utc_now
@@ -123,6 +126,9 @@ class PostgresStore(StoreQueries):
 
     def __init__(self, url: str, *, readonly: bool = False):
         self.readonly = readonly
+        if psycopg is None:
+            raise StoreError(f"store {redact(url)}: a PostgreSQL store needs psycopg 3: pip install 'harness[cluster]'",
+                             source=redact(url), field="--store")
         try:
             params = conninfo.conninfo_to_dict(url)
         except psycopg.Error as exc:
