@@ -227,7 +227,7 @@ class SlurmExecutor:
                     pass
 
     def _say_pending(self, states: dict, waiting: dict) -> None:
-        """Tell the user why jobs wait, each time the reasons change (ReqNodeNotAvail: a node drained...)."""
+        """Tell the user why jobs wait, each time the reasons change (a node drained, a partition down...)."""
         reasons: dict[str, int] = {}
         for job_id in waiting:
             state = states.get(job_id)
