@@ -12,6 +12,8 @@ stays the same on every cluster:
     sbatch: {qos: high}     # any other sbatch option
     folder: harness-slurm   # where the jobs' files go: a folder every node sees
     poll_s: 2
+    parallel: 256           # jobs of one array running at once
+    array_size: 1000        # tasks of one array at most (the cluster's MaxArraySize)
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class SlurmSettings(BaseModel):
     poll_s: float = Field(default=2.0, gt=0, le=600)
     #: jobs of one array that run at once (sbatch --array=...%N)
     parallel: int = Field(default=256, ge=1)
+    #: tasks of one array at most: below the cluster's MaxArraySize (1001 unless its slurm.conf says more)
+    array_size: int = Field(default=1000, ge=1)
 
     @field_validator("time", mode="before")
     @classmethod

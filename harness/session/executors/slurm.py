@@ -2,9 +2,9 @@
 
 The submitting `harness run` plans the session as usual, decides on this machine what needs no worker
 (a backend not installed, a combination it cannot run), then submits every other run at once: one job
-array per kind of job (how many GPUs it needs), tasks in plan order, so that interleaved runs start in
-the order they were planned. Each job runs one worker (`job.run_worker`) on whole GPUs of its own: a
-run's `cuda:N` is the job's N-th GPU. The run's spec, its result and its log are JSON and text files in
+array per kind of job (how many GPUs it needs; at most `array_size` tasks an array), tasks in plan order,
+so that interleaved runs start in the order they were planned. Each job runs one worker
+(`job.run_worker`) on whole GPUs of its own: a run's `cuda:N` is the job's N-th GPU. The run's spec, its result and its log are JSON and text files in
 a folder every node sees (`SlurmSettings.folder`); submitit's own job files sit beside them.
 
 The submitter polls Slurm (one squeue call for the whole session, every `poll_s`), shows each run as
@@ -127,8 +127,10 @@ class SlurmExecutor:
             folder.mkdir(parents=True, exist_ok=True)
             groups.setdefault(gpus_needed(spec), []).append(_Job(i, spec, folder))
         jobs: list[_Job] = []
+        size = self.settings.array_size
         for gpus, group in groups.items():
-            self._submit_array(runner, group, gpus, root / "submitit", jobs)
+            for start in range(0, len(group), size):  # Slurm's MaxArraySize (1001 by default) bounds an array
+                self._submit_array(runner, group[start:start + size], gpus, root / "submitit", jobs)
         return sorted(jobs, key=lambda j: j.index)
 
     def _decided(self, runner, spec: RunSpec) -> Result | None:
