@@ -107,7 +107,8 @@ start_slurm() {
         slurmctld
         for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
     fi
-    if ! { [ -s /run/slurmd.pid ] && kill -0 "$(cat /run/slurmd.pid)" 2>/dev/null; }; then
+    # a pid file left by a slurmd that was killed may name another process now: ask for slurmd by its name
+    if [ "$(cat "/proc/$(cat /run/slurmd.pid 2>/dev/null || echo 0)/comm" 2>/dev/null)" != slurmd ]; then
         log "starting slurmd"
         slurmd -N localhost
     fi
