@@ -157,6 +157,20 @@ def test_a_session_whose_heartbeat_stopped_on_another_host_is_abandoned(pg_url):
     assert states == {"stale": "abandoned", "fresh": "running"}
 
 
+def test_a_session_another_host_still_runs_is_not_resumed_twice(tmp_path, pg_url):
+    with Store(pg_url) as store:
+        _session(store, "busy", "another-host")
+        store._heartbeat.sessions.clear()
+    resumed = _harness("run", "--resume", "busy", "--store", pg_url, cwd=tmp_path)
+    assert resumed.returncode == 2, resumed.stderr
+    assert "still running on another-host" in resumed.stderr and PASSWORD not in resumed.stderr
+    with Store(pg_url) as store:  # once its heartbeat is old, the session is abandoned and can be taken
+        store._db.execute("UPDATE sessions SET heartbeat = now() - interval '1 hour'")
+        store.reopen_session("busy")
+        assert store.session("busy")["state"] == "running"
+        store.end_session("busy", "interrupted")
+
+
 def test_the_heartbeat_moves_while_a_session_runs(pg_url, monkeypatch):
     monkeypatch.setattr(pg, "HEARTBEAT_S", 0.2)
     with Store(pg_url) as store:

@@ -259,15 +259,27 @@ class PostgresStore(StoreQueries):
         self._beat(session_id)
 
     def reopen_session(self, session_id: str) -> None:
-        """A resumed session runs again: `running`, owned by this process, its heartbeat going."""
+        """A resumed session runs again: `running`, owned by this process, its heartbeat going. Refused (StoreError)
+        while another submitter, on any host, still runs it (its heartbeat is fresh): in one statement, so two
+        submitters resuming it at once cannot both take it."""
         owner = process_owner()
-        if session_id in self._unsaved.sessions:
-            self._unsaved.sessions[session_id].update(state="running", finished_at=None, owner=owner)
         try:
-            self._db.execute("UPDATE sessions SET state = 'running', finished_at = NULL, owner = %s, heartbeat = now()"
-                             " WHERE session_id = %s", (json.dumps(owner), session_id))
+            taken = self._db.execute(
+                "UPDATE sessions SET state = 'running', finished_at = NULL, owner = %s, heartbeat = now()"
+                " WHERE session_id = %s AND NOT (state = 'running' AND heartbeat > now() - make_interval(secs => %s))"
+                " RETURNING session_id", (json.dumps(owner), session_id, STALE_S)).fetchall()
+            holder = None if taken else self._db.execute(
+                "SELECT owner, extract(epoch FROM now() - heartbeat) FROM sessions WHERE session_id = %s",
+                (session_id,)).fetchone()
         except psycopg.Error as exc:
             raise self._failed(f"cannot resume session {session_id}, nothing was run", exc) from None
+        if holder is not None:
+            host = (json.loads(holder[0]) if holder[0] else {}).get("host") or "another host"
+            raise StoreError(f"store {self.path}: session {session_id} is still running on {host} (its heartbeat is "
+                             f"{float(holder[1]):.0f} s old); resuming it now would run its runs twice. Wait for it, "
+                             f"or stop it first", source=self.path, field="--resume")
+        if session_id in self._unsaved.sessions:
+            self._unsaved.sessions[session_id].update(state="running", finished_at=None, owner=owner)
         self._beat(session_id)
 
     def end_session(self, session_id: str, state: str) -> None:
