@@ -11,10 +11,14 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from harness.errors import InputError
 from harness.results.store import Store
+from harness.session.executors.queue import JobState
+from harness.session.executors.settings import SlurmSettings
+from harness.session.executors.slurm import SlurmExecutor, _Job
 from tests import services
 
 pg_url = services.pg_url  # the fixtures: a fresh database on the test server, a Slurm to submit to
@@ -174,3 +178,20 @@ def test_bad_slurm_options_are_refused_before_anything_runs(tmp_path, fake_backe
     code, out, err = harness_cli("run", path, "--executor", "slurm", "--slurm-arg", "qos")
     assert code == 2 and "KEY=VALUE" in err
     assert not (tmp_path / "harness.db").exists() and not (tmp_path / "harness-slurm").exists()
+
+
+@pytest.mark.parametrize("state, status, starts", [
+    ("TIMEOUT", "timeout", "Slurm ended job 7_1 at its time limit"),
+    ("OUT_OF_MEMORY", "oom", "Slurm ended job 7_1: out of memory"),
+    ("NODE_FAIL", "failed", "node failure: Slurm lost node gpu-3"),
+    ("PREEMPTED", "failed", "preempted:"),
+    ("CANCELLED", "failed", "cancelled:"),
+    ("BOOT_FAIL", "failed", "Slurm job 7_1 ended BOOT_FAIL"),
+])
+def test_how_slurm_ended_a_job_becomes_the_runs_status(tmp_path, state, status, starts):
+    """The endings the single-node cluster cannot produce on demand (a node failing, a preemption, the
+    kernel's out-of-memory killer in a job's cgroup), from the state squeue reports."""
+    job = _Job(1, None, tmp_path, job_id="7_1")
+    ending = SlurmExecutor(SlurmSettings(time="30"))._ending(job, JobState(state, "Reason X", "gpu-3"))
+    assert ending["status"] == status
+    assert ending["error"].startswith(starts) and ending["error"].endswith("(Slurm's reason: Reason X)")
