@@ -80,10 +80,12 @@ def test_a_sweep_through_slurm_into_postgresql_with_scancel_and_a_time_limit(tmp
     config = tmp_path / "slurm.yaml"
     config.write_text("array_size: 3\ntime: '5'\n", encoding="utf-8")  # the flag's time wins over the file's
     proc = _submit(tmp_path, path, "--executor", "slurm", "--store", pg_url, "--slurm-config", str(config),
-                   "--slurm-time", "0:10", "--slurm-arg", "comment=harness-test")
+                   "--slurm-time", "0:10", "--slurm-arg", "comment=harness-test", "--slurm-arg", "no-requeue=")
     session_id = _wait(lambda: _sessions(pg_url), what="the session")[0]
     jobs = _wait(lambda: _session_jobs(session_id) if len(_session_jobs(session_id)) == 4 else None, what="4 jobs")
     assert len({j.split("_")[0] for j in jobs}) == 2  # job arrays of at most 3 tasks
+    shown = subprocess.run(["scontrol", "show", "job", sorted(jobs)[0]], capture_output=True, text=True).stdout
+    assert "Comment=harness-test" in shown and "Requeue=0" in shown  # --slurm-arg reached sbatch
     _wait(lambda: _started(tmp_path, 4), what="every job to start")
     with Store(pg_url, readonly=True) as store:
         # runs that ended are stored while the others still run

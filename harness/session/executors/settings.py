@@ -9,7 +9,7 @@ stays the same on every cluster:
     gpus_per_job: 1         # whole GPUs each job gets (gres gpu:N); by default what the run's device needs
     gres: "gpu:a6000:1"     # instead of gpus_per_job, a full gres
     constraint: a6000
-    sbatch: {qos: high}     # any other sbatch option
+    sbatch: {qos: high}     # any other sbatch option; an empty value is a flag (no-requeue: "")
     folder: harness-slurm   # where the jobs' files go: a folder every node sees
     poll_s: 2
     parallel: 256           # jobs of one array running at once
@@ -97,12 +97,13 @@ def slurm_settings(config_file: str | None, flags: dict) -> SlurmSettings:
 
 
 def sbatch_pairs(values: tuple[str, ...]) -> dict[str, str]:
-    """--slurm-arg KEY=VALUE values as a mapping (InputError for one without '=')."""
+    """--slurm-arg KEY=VALUE values as a mapping (InputError for one without "="); KEY= is a flag."""
     out = {}
     for value in values:
         key, sep, rest = value.partition("=")
         if not sep or not key.strip("- "):
-            raise InputError(f"--slurm-arg {value!r}: expected KEY=VALUE (an sbatch option, e.g. qos=high)",
+            raise InputError(f"--slurm-arg {value!r}: expected KEY=VALUE (an sbatch option, e.g. qos=high; KEY= for a "
+                             "flag such as no-requeue=)",
                              field="--slurm-arg")
         out[key.strip().lstrip("-")] = rest
     return out

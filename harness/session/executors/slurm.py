@@ -154,7 +154,7 @@ class SlurmExecutor:
                           if (s.gpus_per_job or gpus) else None)
         params = {"time": minutes, "use_srun": False, "stderr_to_stdout": True, "array_parallelism": s.parallel,
                   "job_name": f"harness-{group[0].spec.session_id[:8]}",
-                  "additional_parameters": {**extra, **s.sbatch}}
+                  "additional_parameters": {**extra, **{k: v or True for k, v in s.sbatch.items()}}}
         for key, value in (("partition", s.partition), ("gres", gres), ("constraint", s.constraint)):
             if value:
                 params[key] = value
