@@ -4,13 +4,13 @@ or printed, abandoned sessions seen by heartbeat, nothing lost when the server d
 and 8 submitters writing one database at once."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import psycopg
 import pytest
 
 from harness.results.record import Result
@@ -21,12 +21,12 @@ from tests import services
 from tests.test_reliability import _fake_scenario, _wait_for_marker
 
 pg_url = services.pg_url  # the fixture: a fresh database on the test server
+psycopg = services.needed("psycopg")
 
 PASSWORD = "harness-test"
 
 
 def _harness(*args, cwd, env=None, timeout=300):
-    import os
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
 
