@@ -38,8 +38,9 @@ def _scenario(tmp_path, seconds, action="sleep"):
 
 
 def _submit(tmp_path, *args):
+    """The submitter, with the database password in its environment too (PGPASSWORD)."""
     return subprocess.Popen([sys.executable, "-m", "harness", "run", *args], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PGPASSWORD": "harness-test"})
 
 
 def _session_jobs(session_id):
@@ -86,6 +87,9 @@ def test_a_sweep_through_slurm_into_postgresql_with_scancel_and_a_time_limit(tmp
     assert len({j.split("_")[0] for j in jobs}) == 2  # job arrays of at most 3 tasks
     shown = subprocess.run(["scontrol", "show", "job", sorted(jobs)[0]], capture_output=True, text=True).stdout
     assert "Comment=harness-test" in shown and "Requeue=0" in shown  # --slurm-arg reached sbatch
+    for array in {j.split("_")[0] for j in jobs}:  # Slurm keeps each job's environment on disk: no password in it
+        kept = f"/var/spool/slurmctld/hash.{int(array) % 10}/job.{array}/environment"
+        assert os.path.exists(kept) and "harness-test" not in open(kept, encoding="latin-1").read()
     _wait(lambda: _started(tmp_path, 4), what="every job to start")
     with Store(pg_url, readonly=True) as store:
         # runs that ended are stored while the others still run

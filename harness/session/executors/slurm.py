@@ -14,12 +14,13 @@ how Slurm ended a job that wrote no result into the run's status: TIMEOUT is `ti
 state and reason, the job id, the node and the GPUs are kept in the record's `slurm` note. Ctrl-C (or
 SIGTERM) cancels the session's pending and running jobs; what finished stays stored, and `--resume`
 submits only the runs without an ok result. The submitter writes the store, not the jobs: the jobs need
-no database credentials and no route to the server, and a store that fails stops one process, which
-keeps every result in a side file.
+no database credentials and no route to the server (none reach their environment, which Slurm keeps on
+disk), and a store that fails stops one process, which keeps every result in a side file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -32,6 +33,7 @@ from typing import Callable
 
 from harness.errors import InputError, StoreWriteError
 from harness.results.record import Result, utc_now, write_json_atomic
+from harness.results.store import redact
 from harness.session.executors import queue
 from harness.session.executors.job import run_worker
 from harness.session.executors.settings import SlurmSettings
@@ -47,6 +49,8 @@ from harness.session.runner import (
 )
 from harness.spec.devices import gpu_index
 
+#: Variables that hold a database password and never reach a job (the jobs write no store).
+SECRET_VARIABLES = ("PGPASSWORD",)
 #: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
 LIST_GRACE_S = 30.0
 LOG_TAIL_CHARS = 3000
@@ -71,6 +75,20 @@ class _Job:
     submitted_at: float = field(default_factory=time.monotonic)
     started: bool = False
     progress: ProgressReader | None = None
+
+
+@contextlib.contextmanager
+def credentials_withheld():
+    """Within the block, no database password in this process's environment: sbatch hands the submitter's
+    environment to the job, and Slurm keeps it on disk with the job. PGPASSWORD and any variable whose value
+    holds a URL with a password (HARNESS_STORE=postgresql://user:pw@...) are put back afterwards."""
+    held = {k: v for k, v in os.environ.items() if k in SECRET_VARIABLES or redact(v) != v}
+    for name in held:
+        del os.environ[name]
+    try:
+        yield
+    finally:
+        os.environ.update(held)
 
 
 def gpus_needed(spec: RunSpec) -> int:
@@ -170,7 +188,7 @@ class SlurmExecutor:
         executor = submitit.SlurmExecutor(folder=str(folder / "%j"), python=sys.executable)
         executor.update_parameters(**self._parameters(group, gpus))
         submitted = []
-        with executor.batch():
+        with credentials_withheld(), executor.batch():
             for job in group:
                 submitted.append(executor.submit(run_worker, *self._worker(runner, job)))
         for job, handle in zip(group, submitted):
