@@ -208,14 +208,17 @@ def test_a_dropped_connection_keeps_every_result_in_a_side_file_taken_in_next_ru
 
 
 def test_eight_submitters_write_one_database_at_once(tmp_path, fake_backend, write_scenario, pg_url):
-    paths = [_fake_scenario(write_scenario, tmp_path, 6, name=f"w{i}") for i in range(8)]
+    actions = ["ok", "raise", "ok", "exit", "ok", "ok", "raise", "ok"]
+    paths = [_fake_scenario(write_scenario, tmp_path, 6, action=a, name=f"w{i}") for i, a in enumerate(actions)]
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda p: _harness("run", p, "--store", pg_url, "-q", cwd=tmp_path), paths))
-    assert [r.returncode for r in results] == [0] * 8, [r.stderr[-500:] for r in results]
+    assert [r.returncode for r in results] == [0 if a == "ok" else 1 for a in actions], \
+        [r.stderr[-500:] for r in results]
     with Store(pg_url, readonly=True) as store:
         rows = store.records()
         sessions = store.sessions()
-    assert len(rows) == 48 and len({r["run_id"] for r in rows}) == 48
-    assert {r["status"] for r in rows} == {"ok"}
+    assert len(rows) == 48 and len({r["run_id"] for r in rows}) == 48  # nothing lost, no duplicate
     assert len(sessions) == 8 and {s["state"] for s in sessions} == {"finished"}
     assert sorted(s["results"] for s in sessions) == [6] * 8
+    for row in rows:  # every status right: each scenario's own
+        assert row["status"] == ("ok" if actions[int(row["scenario"][1:])] == "ok" else "failed"), row["error"]
