@@ -5,13 +5,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 
 import click
 
 from harness.errors import InputError
 from harness.present.table import fit, summary_table
-from harness.results.store import Store, default_store_path, read_importable
+from harness.results.store import (
+    Store,
+    default_store_path,
+    read_importable,
+    store_exists,
+)
 from harness.results.store.exports import export_text, write_parquet
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -62,7 +66,7 @@ def take_in(path: str, sources) -> None:
 
 def _reader(path: str) -> Store:
     """The store at path, opened for reading (InputError where there is no such file)."""
-    if not Path(path).exists():
+    if not store_exists(path):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
     return Store(path, readonly=True)
 

@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from harness.errors import InputError
 from harness.present.live import (
     LiveDisplay,
     forecast_lines,
@@ -18,6 +19,7 @@ from harness.present.live import (
     varying_keys,
 )
 from harness.present.table import configuration_summary, terminal_width
+from harness.results.store import redact
 from harness.session.app import (
     FinishedSession,
     PreparedSession,
@@ -26,6 +28,7 @@ from harness.session.app import (
     prepare_session,
     run_session,
 )
+from harness.session.executors import EXECUTORS, sbatch_pairs, slurm_settings
 from harness.session.limits import MIN_MEMORY_LIMIT_TEXT, check_timeout
 from harness.session.runner import Interrupted, trap_signals
 from harness.spec.scenario import parse_resolution
@@ -55,6 +58,19 @@ class Resolution(click.ParamType):
             return parse_resolution(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+def _slurm_settings(executor: str, flags: dict):
+    """The Slurm settings of --executor slurm (InputError, exit 2, for a bad value); --slurm-* without it is refused."""
+    given = sorted(k for k, v in flags.items() if v not in (None, ()))
+    if executor != "slurm":
+        if given:
+            raise InputError(f"--{given[0].replace('_', '-')} is for --executor slurm", field=given[0])
+        return None
+    values = {"partition": flags["slurm_partition"], "account": flags["slurm_account"], "time": flags["slurm_time"],
+              "gpus_per_job": flags["slurm_gpus"], "gres": flags["slurm_gres"], "constraint": flags["slurm_constraint"],
+              "sbatch": sbatch_pairs(flags["slurm_args"])}
+    return slurm_settings(flags["slurm_config"], values)
 
 
 def _show_dry_run(prepared: PreparedSession, wide: bool = False) -> None:
@@ -137,7 +153,8 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="Override a parameter (a [list] sweeps it), measure.FIELD, seed or name.")
 @click.option("--document", "documents", multiple=True, metavar="NAME",
               help="Run only the documents of a multi-document file with this name (repeatable).")
-@click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
+@click.option("--store", "store_path", default=None,
+              help="SQLite store file, or a postgresql://USER@HOST/DB database (default harness.db or $HARNESS_STORE).")
 @click.option("--timeout", type=float, default=None, callback=_check_timeout,
               help="Seconds one run may take before it is stopped (default measure.timeout_s).")
 @click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
@@ -164,6 +181,20 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="With --nnodes: node 0's address for torchrun's rendezvous (ports PORT..PORT+31 are used).")
 @click.option("--rdzv-id", default=None, metavar="ID", expose_value=False, callback=_cluster_flag,
               help="With --nnodes: a name shared by the nodes of one session (torchrun's --rdzv-id prefix).")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+              help="Where runs execute: worker processes here, or Slurm jobs (docs/distributed.md).")
+@click.option("--slurm-config", default=None, metavar="FILE",
+              help="--executor slurm: a YAML file of Slurm options (partition, account, time, gres...); flags win.")
+@click.option("--slurm-partition", default=None, metavar="NAME", help="--executor slurm: the partition.")
+@click.option("--slurm-account", default=None, metavar="NAME", help="--executor slurm: the account charged.")
+@click.option("--slurm-time", default=None, metavar="TIME",
+              help="--executor slurm: each job's time limit (minutes, MM:SS, HH:MM:SS; default: the run's timeout).")
+@click.option("--slurm-gpus", type=click.IntRange(min=0), default=None, metavar="N",
+              help="--executor slurm: whole GPUs per job (gres gpu:N; default: what the run's device needs).")
+@click.option("--slurm-gres", default=None, metavar="GRES", help="--executor slurm: the jobs' gres, e.g. gpu:a6000:1.")
+@click.option("--slurm-constraint", default=None, metavar="FEATURES", help="--executor slurm: node features.")
+@click.option("--slurm-arg", "slurm_args", multiple=True, metavar="KEY=VALUE",
+              help="--executor slurm: any other sbatch option (repeatable), e.g. qos=high.")
 @click.option("--profile", is_flag=True,
               help="After each run's timed blocks, profile a few more steps with the framework's own profiler: the "
                    "record's `profile` breakdown (measure.profile=true; docs/profile.md).")
@@ -171,8 +202,8 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
 @click.option("--wide", is_flag=True,
               help="Every setting on every run line, and the summary with one row per process, every column in full.")
 def command(scenario_file, backends, devices, overrides, documents, store_path, timeout, max_runs, dry_run, resume,
-            find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, profile, quiet,
-            wide) -> None:
+            find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, profile, executor,
+            quiet, wide, **slurm) -> None:
     """Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).
 
     Shows each run as it goes (on a terminal one live line: phase, rate so far, time left; else a
@@ -186,8 +217,8 @@ def command(scenario_file, backends, devices, overrides, documents, store_path, 
                              devices=tuple(devices), store_path=store_path, timeout=timeout,
                              overrides=tuple(overrides) + (("measure.profile=true",) if profile else ()),
                              max_runs=max_runs, find_max_batch=find_max_batch, capacity=capacity,
-                             memory_limit=memory_limit, command=shlex.join(["harness"] + sys.argv[1:]),
-                             documents=tuple(documents))
+                             memory_limit=memory_limit, command=redact(shlex.join(["harness"] + sys.argv[1:])),
+                             documents=tuple(documents), executor=executor, slurm=_slurm_settings(executor, slurm))
     with trap_signals():  # from the start: Ctrl-C at any moment ends cleanly, with the session marked
         try:
             _run(request, dry_run, quiet, wide)

@@ -21,8 +21,9 @@ from pathlib import Path
 from harness.errors import InputError, StoreError, StoreWriteError
 from harness.machine.envcheck import environment_warnings
 from harness.results.record import Result
-from harness.results.store import Store
+from harness.results.store import Store, store_exists
 from harness.session.capacity import find_max_batch
+from harness.session.executors import executor_for
 from harness.session.forecast import Forecast, forecast
 from harness.session.limits import check_timeout, parse_size
 from harness.session.plan import RunSpec
@@ -101,14 +102,23 @@ def prepare_session(request: SessionRequest, observer: SessionObserver | None = 
         raise InputError("give either SCENARIO_FILE or --resume SESSION, not both", field="--resume")
     if request.resume is None and not request.scenario_file:
         raise InputError("missing SCENARIO_FILE (or --resume SESSION)", field="SCENARIO_FILE")
+    if request.executor != "local" and request.find_max_batch:
+        raise InputError(f"--find-max-batch runs its probes one after another on this machine; it takes no "
+                         f"--executor {request.executor}", field="--executor")
     if request.resume is not None:
-        return prepare_resume(request, limit_bytes)
-    return prepare_start(request, limit_bytes, observer.notice)
+        prepared = prepare_resume(request, limit_bytes)
+    else:
+        prepared = prepare_start(request, limit_bytes, observer.notice)
+    if request.executor != "local" and prepared.capacity_mode:
+        raise InputError(f"a capacity search runs its probes one after another on this machine; it takes no "
+                         f"--executor {request.executor}", field="--executor")
+    prepared.executor, prepared.slurm = request.executor, request.slurm
+    return prepared
 
 
 def _stored_records(path) -> list[Result]:
     """The records of a store, for an estimate; none where there is no store or it cannot be read."""
-    if not path or not Path(str(path)).exists():
+    if not path or not store_exists(str(path)):
         return []
     try:
         with Store(str(path), readonly=True) as store:
@@ -173,7 +183,8 @@ def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver)
                 prepared.session_id, len(prepared.plan), store.path, tuple(environment_warnings()),
                 forecast(prepared.plan, records, prepared.capacity_mode)))
             runner = Runner(store, on_start=observer.run_started, on_result=observer.run_finished,
-                            on_progress=observer.run_progress, memory_limit_bytes=prepared.memory_limit_bytes)
+                            on_progress=observer.run_progress, memory_limit_bytes=prepared.memory_limit_bytes,
+                            executor=executor_for(prepared.executor, prepared.slurm, observer.notice))
             try:
                 if prepared.capacity_mode:
                     _search_groups(runner, prepared, outcome)

@@ -33,6 +33,9 @@ class SessionRequest:
     command: str | None = None
     #: run only the documents of a multi-document scenario file with these names (--document)
     documents: tuple[str, ...] = ()
+    #: where the runs execute (harness.session.executors: local, slurm) and, for slurm, its SlurmSettings
+    executor: str = "local"
+    slurm: object | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ class PreparedSession:
     resumed: Resumed | None = None
     #: the rounds added after the plan for `processes: auto` configurations (None: every count is fixed)
     rounds: AdaptiveRounds | None = None
+    #: where the runs execute and, for slurm, its settings (as the request gave them)
+    executor: str = "local"
+    slurm: object | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 from harness.errors import InputError
 from harness.results.store import (
@@ -13,6 +12,7 @@ from harness.results.store import (
     default_store_path,
     owner_alive,
     read_importable,
+    store_exists,
 )
 from harness.session.capacity import capacity_key
 from harness.session.plan import RunSpec, new_id
@@ -83,7 +83,7 @@ def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, in
     resume, path = request.resume, str(request.store_path or default_store_path())
     if not resume.strip():
         raise InputError("--resume '': expected a session id (or a unique prefix of one)", field="--resume")
-    if not Path(path).exists():
+    if not store_exists(path):
         raise InputError(f"--resume {resume}: store {path}: no such file; give the --store the session ran with",
                          source=path, field="--store")
     with Store(path, readonly=True) as reader:  # nothing is written until the session is known
@@ -91,8 +91,8 @@ def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, in
         if len(matches) != 1:
             found = f"{len(matches)} sessions match ({', '.join(matches[:10])})" if matches else "no session matches"
             known = ", ".join(s["session_id"] for s in reader.sessions()[-10:]) or "none"
-            raise InputError(f"--resume {resume}: {found} in store {path}; expected one stored session id "
-                             f"(or a unique prefix of one; sessions: {known})", source=path, field="--resume")
+            raise InputError(f"--resume {resume}: {found} in store {reader.path}; expected one stored session id "
+                             f"(or a unique prefix of one; sessions: {known})", source=reader.path, field="--resume")
         session = reader.session(matches[0])
         ok = reader.ok_results(matches[0]) + _ok_kept_beside(reader, matches[0])
     if session.get("state") == "running" and owner_alive(session.get("owner")):

@@ -269,8 +269,12 @@ class Runner:
         memory_limit_bytes: int | None = None,
         cluster: dp.Cluster | None = None,
         overlap: bool | None = None,
+        executor=None,
     ):
         self.store = store
+        #: where the runs of run() execute: None for worker processes here; else an executor that takes the
+        #: whole plan (harness.session.executors: Slurm jobs)
+        self.executor = executor
         self.memory_limit_bytes = memory_limit_bytes
         #: this node's place in a several-node data-parallel run (harness run --nnodes ...); one node by default
         self.cluster = cluster or dp.Cluster.from_env()
@@ -603,6 +607,16 @@ class Runner:
         which signal ended the session. A result the store cannot take ends the session too: it is
         kept in a side file (Store.add), and the outcome's `store_error` says where.
         """
+        if self.executor is not None:  # each round is one submission: the plan, then each added round
+            outcome = self.executor.run_plan(self, plan)
+            while more is not None and not outcome.interrupted and outcome.store_error is None:
+                added = more(outcome.records)
+                if not added:
+                    break
+                part = self.executor.run_plan(self, added)
+                outcome.records.extend(part.records)
+                outcome.interrupted, outcome.store_error = part.interrupted, part.store_error
+            return outcome
         outcome = SessionOutcome()
         plan = list(plan)
         with trap_signals():

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 from typing import Iterable
 
 from harness.errors import InputError
 from harness.results import stats
 from harness.results.record import Result
-from harness.results.store import Store, default_store_path
+from harness.results.store import Store, default_store_path, store_exists
 from harness.seam.backend import available_backends, backend_names
 from harness.workloads import WORKLOADS
 
@@ -83,7 +82,7 @@ def load_records(store_path: str | None, sessions: Iterable[str] = ()) -> list[R
     """Records of a store (of the given sessions; unique id prefixes accepted); InputError if none."""
 
     path = str(store_path or default_store_path())
-    if not Path(path).exists():
+    if not store_exists(path):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
     with Store(path, readonly=True) as store:
         full_ids = _session_ids(store, path, sessions)

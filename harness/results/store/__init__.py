@@ -14,19 +14,28 @@ Nothing measured is lost (docs/reliability.md):
   the next time the store is opened for writing: each session records its owner (`liveness`), so a
   reused pid does not keep a dead session `running`.
 
-The store itself is `database.Store`; `frame` gives results as a pandas DataFrame.
+The store itself is `database.Store`; a postgresql:// URL opens `postgres.PostgresStore`, the same store on a
+database server that jobs and people on many hosts share (its queries are `queries.StoreQueries`, shared by
+both). `frame` gives results as a pandas DataFrame.
 """
 
-from harness.results.store.database import DEFAULT_STORE, Store, default_store_path
+from harness.results.store.database import (
+    DEFAULT_STORE,
+    Store,
+    default_store_path,
+    store_exists,
+)
 from harness.results.store.failures import explain
 from harness.results.store.frame import load_results, records_frame
 from harness.results.store.imports import read_importable, read_rows
 from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.opening import BUSY_TIMEOUT_MS
+from harness.results.store.postgres import PostgresStore, is_server_url, redact
 from harness.results.store.schema import SQLITE_HEADER
 from harness.results.store.sidefiles import SIDE_MARK
 
 __all__ = [
     "BUSY_TIMEOUT_MS", "DEFAULT_STORE", "SIDE_MARK", "SQLITE_HEADER", "Store", "default_store_path", "explain",
-    "load_results", "owner_alive", "process_owner", "read_importable", "read_rows", "records_frame",
+    "PostgresStore", "is_server_url", "load_results", "owner_alive", "process_owner", "read_importable", "read_rows",
+    "records_frame", "redact", "store_exists",
 ]

@@ -13,12 +13,14 @@ import os
 import sqlite3
 from pathlib import Path
 
-from harness.errors import InputError, StoreError
+from harness.errors import StoreError
 from harness.results.record import Result, utc_now
 from harness.results.store.failures import damaged, explain
 from harness.results.store.imports import read_rows
 from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.opening import open_readonly, open_writable
+from harness.results.store.postgres import PostgresStore, is_server_url
+from harness.results.store.queries import StoreQueries
 from harness.results.store.schema import (
     SESSION_KEYS,
     clean,
@@ -26,20 +28,34 @@ from harness.results.store.schema import (
     result_row,
     stored_record,
 )
-from harness.results.store.sidefiles import Unsaved, side_files
+from harness.results.store.sidefiles import Unsaved
 
 DEFAULT_STORE = "harness.db"
 
 
 def default_store_path() -> str:
-    """`HARNESS_STORE` if set, else harness.db in the working folder."""
+    """`HARNESS_STORE` if set (a file or a postgresql:// URL), else harness.db in the working folder."""
     return os.environ.get("HARNESS_STORE") or DEFAULT_STORE
 
 
-class Store:
+def store_exists(path: str) -> bool:
+    """Whether there is a store to read at path: a file that exists, or any database server URL (connecting
+    says whether it holds a store)."""
+    return is_server_url(path) or Path(path).exists()
+
+
+class Store(StoreQueries):
     """A SQLite results store. Opening it checks it (StoreError if it is damaged, not a harness store,
     or cannot be written), unless it is opened `readonly`, which checks it can be read (reading
-    results needs no write access: a store on a read-only mount, an archived artifact)."""
+    results needs no write access: a store on a read-only mount, an archived artifact).
+
+    A postgresql:// URL opens a `PostgresStore` instead: same methods, same behaviour, on a server."""
+
+    def __new__(cls, path: str | os.PathLike | None = None, *, readonly: bool = False):
+        target = str(path or default_store_path())
+        if cls is Store and is_server_url(target):
+            return PostgresStore(target, readonly=readonly)
+        return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False):
         self.path = str(path or default_store_path())
@@ -91,16 +107,6 @@ class Store:
                     self.abandoned.append(session_id)
         except sqlite3.Error:
             pass  # marking is housekeeping; a store that cannot take it fails on its first real write
-
-    def close(self) -> None:
-        """Close the connection (every result is committed already)."""
-        self._db.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _read(self, query: str, args: tuple = ()) -> list:
         try:
@@ -174,10 +180,6 @@ class Store:
                              source=self.path, field="--store") from None
 
     # ------------------------------------------------------------------ side files and imports
-    def side_files(self) -> list[Path]:
-        """Side files beside this store, left by a process that could not store its results."""
-        return side_files(self.path)
-
     def import_file(self, path: str | os.PathLike) -> dict:
         """Take in the records and sessions of a side file, a JSON array of records (`harness results
         --format json`) or another store, damaged or not (every row it can still read).
@@ -212,92 +214,3 @@ class Store:
              s.get("command"), json.dumps(s.get("plan") or [], default=str),
              json.dumps(s.get("settings") or {}, default=str), json.dumps(s.get("owner")) if s.get("owner") else None))
         return cursor.rowcount
-
-    # ------------------------------------------------------------------ reading
-    def results(self, session_ids: list[str] | None = None) -> list[Result]:
-        """Every stored record (of the given sessions), oldest first, typed."""
-        return [Result.from_dict(row) for row in self.records(session_ids)]
-
-    def records(self, session_ids: list[str] | None = None) -> list[dict]:
-        """Every stored record (of the given sessions), oldest first, as the flat rows exports and pandas take."""
-        query = "SELECT record FROM results"
-        args: tuple = ()
-        if session_ids:
-            query += f" WHERE session_id IN ({','.join('?' * len(session_ids))})"
-            args = tuple(session_ids)
-        query += " ORDER BY started_at, rowid"
-        return [json.loads(row[0]) for row in self._read(query, args)]
-
-    def find_sessions(self, session_id: str) -> list[str]:
-        """Ids of the stored sessions an id names: itself, else those it is a prefix of (compared
-        literally: `%` and `_` are characters like any other)."""
-        if not session_id:
-            return []
-        ids = [r[0] for r in self._read("SELECT session_id FROM sessions")]
-        if session_id in ids:
-            return [session_id]
-        return sorted(i for i in ids if isinstance(i, str) and i.startswith(session_id))
-
-    def resolve_session(self, prefix: str) -> str:
-        """The one session an id (or a unique prefix of one) names: a stored session, else the session of
-        stored records (imported without their session). InputError, naming the sessions, otherwise."""
-        matches = self.find_sessions(prefix)
-        if len(matches) > 1:
-            raise InputError(f"--session {prefix}: {len(matches)} sessions match ({', '.join(matches[:10])}); give "
-                             "more of the id", source=self.path, field="--session")
-        if not matches:
-            matches = sorted({r["session_id"] for r in self.records() if str(r.get("session_id")).startswith(prefix)})
-        if len(matches) != 1:
-            known = ", ".join(f"{s['session_id']} ({s.get('started_at') or '?'}, {s.get('state') or '?'})"
-                              for s in self.sessions()) or "none"
-            raise InputError(f"store {self.path}: no single session matches {prefix!r} (sessions: {known}); "
-                             f"harness results --sessions lists them", source=self.path, field="--session")
-        return matches[0]
-
-    def session(self, session_id: str) -> dict | None:
-        """A stored session with its plan and settings, or None. A unique prefix of the id is enough."""
-        matches = self.find_sessions(session_id)
-        if len(matches) != 1:
-            return None
-        rows = self._read(f"SELECT {', '.join(self._columns)} FROM sessions WHERE session_id = ?", (matches[0],))
-        out = dict(zip(self._columns, rows[0]))
-        for key, empty in (("plan", []), ("settings", {}), ("owner", None)):
-            try:
-                out[key] = json.loads(out[key]) if out.get(key) else empty
-            except ValueError:
-                out[key] = empty
-        self._unsaved.sessions.setdefault(out["session_id"], dict(out))
-        return out
-
-    def sessions(self) -> list[dict]:
-        """Every session, newest last, with its counts of results by status."""
-        rows = self._read(
-            "SELECT s.session_id, s.started_at, s.state, s.scenario_path, COUNT(r.run_id),"
-            " SUM(r.status = 'ok') FROM sessions s LEFT JOIN results r ON r.session_id = s.session_id"
-            " GROUP BY s.session_id ORDER BY s.started_at"
-        )
-        keys = ("session_id", "started_at", "state", "scenario_path", "results", "ok")
-        return [dict(zip(keys, row)) for row in rows]
-
-    def ok_run_keys(self, session_id: str) -> set[str]:
-        """run_keys of a session that have an `ok` result."""
-        rows = self._read("SELECT DISTINCT run_key FROM results WHERE session_id=? AND status='ok'", (session_id,))
-        return {r[0] for r in rows}
-
-    def ok_medians(self, run_key: str) -> list[float]:
-        """The medians of every `ok` record of one configuration (any session), oldest first."""
-        rows = self._read("SELECT median FROM results WHERE run_key=? AND status='ok' AND median IS NOT NULL"
-                          " ORDER BY started_at, rowid", (run_key,))
-        return [float(r[0]) for r in rows]
-
-    def ok_results(self, session_id: str) -> list[tuple[str, int | None]]:
-        """(run_key, replicate or None) of every `ok` result of a session: one entry per result, so
-        a configuration planned several times is counted as often as it finished."""
-        out = []
-        for run_key, text in self._read("SELECT run_key, record FROM results WHERE session_id=? AND status='ok'", (session_id,)):
-            try:
-                replicate = json.loads(text).get("replicate")
-            except (ValueError, AttributeError):
-                replicate = None
-            out.append((run_key, replicate if isinstance(replicate, int) and not isinstance(replicate, bool) else None))
-        return out

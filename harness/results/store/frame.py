@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from harness.errors import InputError
 from harness.results.record import FIELDS, Result
-from harness.results.store.database import Store, default_store_path
+from harness.results.store.database import Store, default_store_path, store_exists
 
 
 def records_frame(records: list[Result] | list[dict]):
@@ -27,7 +26,7 @@ def records_frame(records: list[Result] | list[dict]):
 def load_results(store: str | os.PathLike | None = None, *, session: str | None = None):
     """Every result record in the store as a pandas DataFrame, one row per record."""
     path = str(store or default_store_path())
-    if not Path(path).exists():
+    if not store_exists(path):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
     with Store(path, readonly=True) as s:
         return records_frame(s.records([session] if session else None))

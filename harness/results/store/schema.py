@@ -80,3 +80,43 @@ def result_row(record: dict) -> tuple:
 def session_doc(session: dict) -> dict:
     """A session as a side file keeps it: every session column, in the store's order."""
     return {k: session.get(k) for k in SESSION_KEYS}
+
+
+#: The same tables in a PostgreSQL database: `seq` orders rows inserted at the same time (SQLite's rowid),
+#: `heartbeat` is the server's time when the session's submitter last said it was alive (a session on
+#: another host is abandoned when it stops, not when a local process check says so).
+POSTGRES_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS results (
+    seq BIGSERIAL,
+    run_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    run_key TEXT,
+    schema_version INTEGER NOT NULL,
+    scenario TEXT, workload TEXT, backend TEXT, device TEXT, status TEXT,
+    metric TEXT, median DOUBLE PRECISION, started_at TEXT,
+    record TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS results_session ON results(session_id)",
+    "CREATE INDEX IF NOT EXISTS results_run_key ON results(run_key)",
+    """CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    state TEXT NOT NULL,
+    scenario_path TEXT,
+    command TEXT,
+    plan TEXT NOT NULL,
+    settings TEXT,
+    owner TEXT,
+    heartbeat TIMESTAMPTZ
+)""",
+)
+
+
+def upsert_result(conflict: str) -> str:
+    """The PostgreSQL INSERT of one result row (`%s` placeholders): REPLACE (a run stored again) or IGNORE."""
+    columns = [c.strip() for c in _RESULT_COLUMNS.split(",")]
+    head = f"INSERT INTO results ({_RESULT_COLUMNS}) VALUES ({', '.join(['%s'] * len(columns))})"
+    if conflict == "IGNORE":
+        return head + " ON CONFLICT (run_id) DO NOTHING"
+    return head + " ON CONFLICT (run_id) DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[1:])

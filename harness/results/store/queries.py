@@ -1,0 +1,129 @@
+"""What every results store answers alike, whatever holds it (an SQLite file, a PostgreSQL database).
+
+`StoreQueries` is the reading half of a store: its records and sessions, in SQL both databases take
+(`?` placeholders; a server store turns them into its own). A store gives `_read(query, args)`, `_db`,
+`path` (what it is called in messages: never a password), `_columns` (the session columns it has),
+`_unsaved` (the side-file keeper) and `ORDER` (the column that orders rows inserted at the same time).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.errors import InputError
+from harness.results.record import Result
+from harness.results.store.sidefiles import side_files
+
+
+class StoreQueries:
+    """The queries of a results store, shared by its SQLite and PostgreSQL forms."""
+
+    #: the column that orders rows of the same started_at in insertion order
+    ORDER = "rowid"
+    path: str
+
+    def _read(self, query: str, args: tuple = ()) -> list:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the connection (every result is committed already)."""
+        self._db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def side_files(self) -> list[Path]:
+        """Side files beside this store, left by a process that could not store its results."""
+        return side_files(self._unsaved.store_path)
+
+    def results(self, session_ids: list[str] | None = None) -> list[Result]:
+        """Every stored record (of the given sessions), oldest first, typed."""
+        return [Result.from_dict(row) for row in self.records(session_ids)]
+
+    def records(self, session_ids: list[str] | None = None) -> list[dict]:
+        """Every stored record (of the given sessions), oldest first, as the flat rows exports and pandas take."""
+        query = "SELECT record FROM results"
+        args: tuple = ()
+        if session_ids:
+            query += f" WHERE session_id IN ({','.join('?' * len(session_ids))})"
+            args = tuple(session_ids)
+        query += f" ORDER BY started_at, {self.ORDER}"
+        return [json.loads(row[0]) for row in self._read(query, args)]
+
+    def find_sessions(self, session_id: str) -> list[str]:
+        """Ids of the stored sessions an id names: itself, else those it is a prefix of (compared
+        literally: `%` and `_` are characters like any other)."""
+        if not session_id:
+            return []
+        ids = [r[0] for r in self._read("SELECT session_id FROM sessions")]
+        if session_id in ids:
+            return [session_id]
+        return sorted(i for i in ids if isinstance(i, str) and i.startswith(session_id))
+
+    def resolve_session(self, prefix: str) -> str:
+        """The one session an id (or a unique prefix of one) names: a stored session, else the session of
+        stored records (imported without their session). InputError, naming the sessions, otherwise."""
+        matches = self.find_sessions(prefix)
+        if len(matches) > 1:
+            raise InputError(f"--session {prefix}: {len(matches)} sessions match ({', '.join(matches[:10])}); give "
+                             "more of the id", source=self.path, field="--session")
+        if not matches:
+            matches = sorted({r["session_id"] for r in self.records() if str(r.get("session_id")).startswith(prefix)})
+        if len(matches) != 1:
+            known = ", ".join(f"{s['session_id']} ({s.get('started_at') or '?'}, {s.get('state') or '?'})"
+                              for s in self.sessions()) or "none"
+            raise InputError(f"store {self.path}: no single session matches {prefix!r} (sessions: {known}); "
+                             f"harness results --sessions lists them", source=self.path, field="--session")
+        return matches[0]
+
+    def session(self, session_id: str) -> dict | None:
+        """A stored session with its plan and settings, or None. A unique prefix of the id is enough."""
+        matches = self.find_sessions(session_id)
+        if len(matches) != 1:
+            return None
+        rows = self._read(f"SELECT {', '.join(self._columns)} FROM sessions WHERE session_id = ?", (matches[0],))
+        out = dict(zip(self._columns, rows[0]))
+        for key, empty in (("plan", []), ("settings", {}), ("owner", None)):
+            try:
+                out[key] = json.loads(out[key]) if out.get(key) else empty
+            except ValueError:
+                out[key] = empty
+        self._unsaved.sessions.setdefault(out["session_id"], dict(out))
+        return out
+
+    def sessions(self) -> list[dict]:
+        """Every session, newest last, with its counts of results by status."""
+        rows = self._read(
+            "SELECT s.session_id, s.started_at, s.state, s.scenario_path, COUNT(r.run_id),"
+            " SUM(CASE WHEN r.status = 'ok' THEN 1 ELSE 0 END) FROM sessions s LEFT JOIN results r ON r.session_id = s.session_id"
+            " GROUP BY s.session_id ORDER BY s.started_at"
+        )
+        keys = ("session_id", "started_at", "state", "scenario_path", "results", "ok")
+        return [dict(zip(keys, row)) for row in rows]
+
+    def ok_run_keys(self, session_id: str) -> set[str]:
+        """run_keys of a session that have an `ok` result."""
+        rows = self._read("SELECT DISTINCT run_key FROM results WHERE session_id=? AND status='ok'", (session_id,))
+        return {r[0] for r in rows}
+
+    def ok_medians(self, run_key: str) -> list[float]:
+        """The medians of every `ok` record of one configuration (any session), oldest first."""
+        rows = self._read("SELECT median FROM results WHERE run_key=? AND status='ok' AND median IS NOT NULL"
+                          f" ORDER BY started_at, {self.ORDER}", (run_key,))
+        return [float(r[0]) for r in rows]
+
+    def ok_results(self, session_id: str) -> list[tuple[str, int | None]]:
+        """(run_key, replicate or None) of every `ok` result of a session: one entry per result, so
+        a configuration planned several times is counted as often as it finished."""
+        out = []
+        for run_key, text in self._read("SELECT run_key, record FROM results WHERE session_id=? AND status='ok'", (session_id,)):
+            try:
+                replicate = json.loads(text).get("replicate")
+            except (ValueError, AttributeError):
+                replicate = None
+            out.append((run_key, replicate if isinstance(replicate, int) and not isinstance(replicate, bool) else None))
+        return out

@@ -1,0 +1,319 @@
+"""`--executor slurm`: a session's runs as Slurm jobs, submitted through submitit, results stored as they arrive.
+
+The submitting `harness run` plans the session as usual, decides on this machine what needs no worker
+(a backend not installed, a combination it cannot run), then submits every other run at once: one job
+array per kind of job (how many GPUs it needs; at most `array_size` tasks an array), tasks in plan order,
+so that interleaved runs start in the order they were planned. Each job runs one worker
+(`job.run_worker`) on whole GPUs of its own: a run's `cuda:N` is the job's N-th GPU. The run's spec, its result and its log are JSON and text files in
+a folder every node sees (`SlurmSettings.folder`); submitit's own job files sit beside them.
+
+The submitter polls Slurm (one squeue call for the whole session, every `poll_s`), shows each run as
+its job starts and its progress as the worker reports it, stores each result as its job ends, and turns
+how Slurm ended a job that wrote no result into the run's status: TIMEOUT is `timeout`, OUT_OF_MEMORY
+`oom`; a node failure, a preemption or a cancellation is `failed` with the error saying which. Slurm's
+state and reason, the job id, the node and the GPUs are kept in the record's `slurm` note. Ctrl-C (or
+SIGTERM) cancels the session's pending and running jobs; what finished stays stored, and `--resume`
+submits only the runs without an ok result. The submitter writes the store, not the jobs: the jobs need
+no database credentials and no route to the server (none reach their environment, which Slurm keeps on
+disk), and a store that fails stops one process, which keeps every result in a side file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness.errors import InputError, StoreWriteError
+from harness.results.record import Result, utc_now, write_json_atomic
+from harness.results.store import redact
+from harness.session.executors import queue
+from harness.session.executors.job import run_worker
+from harness.session.executors.settings import SlurmSettings
+from harness.session.plan import RunSpec
+from harness.session.runner import (
+    Interrupted,
+    ProgressReader,
+    SessionOutcome,
+    read_worker_result,
+    runner_env,
+    trap_signals,
+    worker_env,
+)
+from harness.spec.devices import gpu_index
+
+#: Variables that hold a database password and never reach a job (the jobs write no store).
+SECRET_VARIABLES = ("PGPASSWORD",)
+#: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
+LIST_GRACE_S = 30.0
+LOG_TAIL_CHARS = 3000
+#: The run's status and what the error says, for a job that ended without a result, by Slurm's state.
+ENDINGS = {
+    "TIMEOUT": ("timeout", "Slurm ended job {job} at its time limit ({limit}) before the run wrote a result"),
+    "OUT_OF_MEMORY": ("oom", "Slurm ended job {job}: out of memory (the job's memory limit)"),
+    "NODE_FAIL": ("failed", "node failure: Slurm lost node {node} while job {job} ran"),
+    "PREEMPTED": ("failed", "preempted: Slurm preempted job {job} before the run wrote a result"),
+    "CANCELLED": ("failed", "cancelled: job {job} was cancelled (scancel) before the run wrote a result"),
+}
+
+
+@dataclass
+class _Job:
+    """One submitted run: its place in the plan, its spec, its folder and its Slurm job id."""
+
+    index: int
+    spec: RunSpec
+    folder: Path
+    job_id: str = ""
+    submitted_at: float = field(default_factory=time.monotonic)
+    started: bool = False
+    progress: ProgressReader | None = None
+
+
+@contextlib.contextmanager
+def credentials_withheld():
+    """Within the block, no database password in this process's environment: sbatch hands the submitter's
+    environment to the job, and Slurm keeps it on disk with the job. PGPASSWORD and any variable whose value
+    holds a URL with a password (HARNESS_STORE=postgresql://user:pw@...) are put back afterwards."""
+    held = {k: v for k, v in os.environ.items() if k in SECRET_VARIABLES or redact(v) != v}
+    for name in held:
+        del os.environ[name]
+    try:
+        yield
+    finally:
+        os.environ.update(held)
+
+
+def gpus_needed(spec: RunSpec) -> int:
+    """Whole GPUs a run's job needs: N+1 for cuda:N (the job's N-th GPU), none on the CPU."""
+    index = gpu_index(str(spec.device))
+    return 0 if index is None else index + 1
+
+
+class SlurmExecutor:
+    """Runs a plan as Slurm jobs (see the module's docstring); `notice` tells the user what Slurm says."""
+
+    def __init__(self, settings: SlurmSettings, notice: Callable[[str], None] | None = None):
+        self.settings = settings
+        self.notice = notice or (lambda text: None)
+        self._said = ""
+
+    # ------------------------------------------------------------------ the session
+    def run_plan(self, runner, plan: list[RunSpec]) -> SessionOutcome:
+        """Submit the plan, store each result as its job ends; SIGINT/SIGTERM cancel what has not ended."""
+        outcome = SessionOutcome()
+        jobs: list[_Job] = []
+        with trap_signals():
+            try:
+                jobs = self._submit(runner, plan, outcome)
+                self._collect(runner, jobs, len(plan), outcome)
+            except (Interrupted, KeyboardInterrupt) as exc:
+                with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not stop the cancelling
+                    queue.cancel([j.job_id for j in jobs if j.job_id])
+                outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+        return outcome
+
+    def _finish(self, runner, job: _Job, n: int, record: Result, outcome: SessionOutcome) -> None:
+        """Store a record as it arrives and tell the observer."""
+        try:
+            runner.store.add(record)
+        except StoreWriteError as exc:
+            outcome.store_error = exc
+        outcome.records.append(record)
+        runner.on_result(job.index, n, record)
+
+    # ------------------------------------------------------------------ submitting
+    def _submit(self, runner, plan: list[RunSpec], outcome: SessionOutcome) -> list[_Job]:
+        """Decide what needs no worker here; submit the rest, one array per number of GPUs, in plan order."""
+        session = plan[0].session_id if plan else "empty"
+        root = Path(self.settings.folder).resolve() / session
+        groups: dict[int, list[_Job]] = {}
+        for i, spec in enumerate(plan, 1):
+            decided = self._decided(runner, spec)
+            if decided is not None:
+                runner.on_start(i, len(plan), spec)
+                self._finish(runner, _Job(i, spec, root), len(plan), decided, outcome)
+                continue
+            folder = root / f"{i:06d}-{spec.run_id}"
+            folder.mkdir(parents=True, exist_ok=True)
+            groups.setdefault(gpus_needed(spec), []).append(_Job(i, spec, folder))
+        jobs: list[_Job] = []
+        size = self.settings.array_size
+        for gpus, group in groups.items():
+            for start in range(0, len(group), size):  # Slurm's MaxArraySize (1001 by default) bounds an array
+                self._submit_array(runner, group[start:start + size], gpus, root / "submitit", jobs)
+        return sorted(jobs, key=lambda j: j.index)
+
+    def _decided(self, runner, spec: RunSpec) -> Result | None:
+        """The record of a run decided on this machine, without a job, or None."""
+        static = runner.static_status(spec)
+        if static is None and runner._replicas(spec) > 1:
+            static = ("unsupported", "--executor slurm runs one worker per job; a data-parallel run (replicas > 1) "
+                                     "runs with --executor local (on each node: harness run --nnodes ...)")
+        if static is None:
+            return None
+        return Result.planned(spec).updated(started_at=utc_now(), status=static[0], error=static[1], duration_s=0.0,
+                                            env=runner_env())
+
+    def _parameters(self, group: list[_Job], gpus: int) -> dict:
+        """submitit's parameters of one array: the settings, the GPUs, a time limit from the runs' timeouts."""
+        s = self.settings
+        longest = max(float(j.spec.timeout_s) for j in group)
+        minutes = max(1, math.ceil((longest + 120) / 60))  # the run's timeout, and its worker's start and exit
+        extra = {"time": s.time or str(minutes), **({"account": s.account} if s.account else {})}
+        gres = s.gres or (f"gpu:{s.gpus_per_job if s.gpus_per_job is not None else gpus}"
+                          if (s.gpus_per_job or gpus) else None)
+        params = {"time": minutes, "use_srun": False, "stderr_to_stdout": True, "array_parallelism": s.parallel,
+                  "job_name": f"harness-{group[0].spec.session_id[:8]}",
+                  "additional_parameters": {**extra, **{k: v or True for k, v in s.sbatch.items()}}}
+        for key, value in (("partition", s.partition), ("gres", gres), ("constraint", s.constraint)):
+            if value:
+                params[key] = value
+        return params
+
+    def _submit_array(self, runner, group: list[_Job], gpus: int, folder: Path, jobs: list[_Job]) -> None:
+        """Write each run's spec and submit the group as one job array (submitit batches it)."""
+        try:  # an optional dependency (the `cluster` extra), needed only when runs go to Slurm
+            import submitit
+        except ImportError:
+            raise InputError("--executor slurm needs submitit: pip install 'harness[cluster]'",
+                             field="--executor") from None
+        executor = submitit.SlurmExecutor(folder=str(folder / "%j"), python=sys.executable)
+        executor.update_parameters(**self._parameters(group, gpus))
+        submitted = []
+        with credentials_withheld(), executor.batch():
+            for job in group:
+                submitted.append(executor.submit(run_worker, *self._worker(runner, job)))
+        for job, handle in zip(group, submitted):
+            job.job_id = str(handle.job_id)
+            job.submitted_at = time.monotonic()
+            jobs.append(job)
+        self.notice(f"slurm: {len(group)} run(s) submitted as job array {group and jobs[-1].job_id.split('_')[0]}"
+                    f"{f' with {gpus} GPU(s) each' if gpus else ''}")
+
+    def _worker(self, runner, job: _Job) -> tuple[list[str], dict, str]:
+        """(argv, environment, folder) of a run's worker: its spec written, the environment as the submitter would
+        give a local worker, less what is the same in the job anyway."""
+        write_json_atomic(job.folder / "spec.json", job.spec.to_dict())
+        backend = runner._backends[job.spec.backend]
+        env = worker_env(runner.memory_limit_bytes, backend.worker_env(job.spec.options, probe=False))
+        env["HARNESS_PROGRESS_FILE"] = str(job.folder / "progress.jsonl")
+        job.progress = ProgressReader(job.folder / "progress.jsonl")
+        delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        argv = [sys.executable, "-m", "harness.worker", str(job.folder / "spec.json"), str(job.folder / "result.json")]
+        return argv, delta, str(job.folder)
+
+    # ------------------------------------------------------------------ collecting
+    def _collect(self, runner, jobs: list[_Job], n: int, outcome: SessionOutcome) -> None:
+        """Poll Slurm until every job has ended; each that starts is shown, each that ends is stored."""
+        waiting = {j.job_id: j for j in jobs}
+        while waiting:
+            states = queue.poll(list(waiting))
+            if states is not None:
+                self._say_pending(states, waiting)
+                for job_id, job in list(waiting.items()):
+                    state = states.get(job_id) or self._unlisted(job)
+                    if state is None:
+                        continue
+                    self._follow(runner, job, state, n)
+                    if state.ended:
+                        del waiting[job_id]
+                        self._finish(runner, job, n, self._record(job, state), outcome)
+                    if outcome.store_error is not None:  # the store failed: the session stops, as it does locally
+                        queue.cancel(list(waiting))
+                        return
+            if waiting:
+                time.sleep(self.settings.poll_s)
+
+    def _follow(self, runner, job: _Job, state: queue.JobState, n: int) -> None:
+        """Show a job that started, and its worker's progress."""
+        if not job.started and (state.state == "RUNNING" or state.ended):
+            job.started = True
+            runner.on_start(job.index, n, job.spec)
+        if job.started and job.progress is not None:
+            for event in job.progress.read():
+                try:
+                    runner.on_progress(job.spec, event)
+                except Interrupted:
+                    raise
+                except Exception:  # noqa: BLE001 - a display that fails must not fail the run
+                    pass
+
+    def _say_pending(self, states: dict, waiting: dict) -> None:
+        """Tell the user why jobs wait, each time the reasons change (a node drained, a partition down...)."""
+        reasons: dict[str, int] = {}
+        for job_id in waiting:
+            state = states.get(job_id)
+            if state is not None and state.state == "PENDING" and state.reason:
+                reasons[state.reason] = reasons.get(state.reason, 0) + 1
+        said = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+        if said != self._said and any(r not in ("Priority", "Resources", "JobArrayTaskLimit") for r in reasons):
+            self.notice(f"slurm: job(s) pending: {said}")
+        self._said = said
+
+    def _unlisted(self, job: _Job) -> queue.JobState | None:
+        """The end of a job squeue no longer lists: from sacct, else from its own files; None while it may yet be
+        listed (just submitted)."""
+        if time.monotonic() - job.submitted_at < LIST_GRACE_S:
+            return None
+        state = queue.accounted(job.job_id)
+        if state is not None:
+            return state if state.ended else None
+        ended = _read(job.folder / "exit.json")
+        if ended is not None:
+            return queue.JobState("COMPLETED" if ended.get("returncode") == 0 else "FAILED")
+        return queue.JobState("FAILED", "Slurm no longer lists the job and keeps no accounting of it")
+
+    def _record(self, job: _Job, state: queue.JobState) -> Result:
+        """A run's record once its job has ended: what the worker wrote, else how Slurm ended the job."""
+        placement = _read(job.folder / "placement.json") or {}
+        result = Result.planned(job.spec).updated(started_at=placement.get("started_at") or utc_now())
+        written = read_worker_result(job.folder / "result.json")
+        if written is not None:
+            result = result.merged(written)
+        else:
+            result = result.updated(**self._ending(job, state))
+        if not result.env:
+            result = result.updated(env=runner_env())
+        if result.status != "ok":
+            tail = _tail(job.folder / "worker.log")
+            if tail:
+                result = result.merged({"log_tail": tail})
+        slurm = {"job_id": job.job_id, "state": state.state, "reason": state.reason or None,
+                 "node": placement.get("node") or state.node or None, "gpus": placement.get("gpus"),
+                 "partition": placement.get("partition")}
+        return result.merged({"slurm": slurm})
+
+    def _ending(self, job: _Job, state: queue.JobState) -> dict:
+        """status and error of a job that ended without a result."""
+        limit = self.settings.time or "the run's timeout"
+        status, text = ENDINGS.get(state.state, ("failed", "Slurm job {job} ended {state} before the run wrote a "
+                                                            "result"))
+        error = text.format(job=job.job_id, limit=limit, node=state.node or "?", state=state.state)
+        ended = _read(job.folder / "exit.json")
+        if ended is not None and state.state not in ENDINGS:
+            error = f"worker exited with code {ended.get('returncode')} before writing a result (Slurm job {job.job_id})"
+        if state.reason:
+            error += f" (Slurm's reason: {state.reason})"
+        return {"status": status, "error": error}
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-LOG_TAIL_CHARS:].strip()
+    except OSError:
+        return ""
