@@ -64,13 +64,15 @@ def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[in
 
 def _ok_kept_beside(reader: Store, session_id: str) -> list[tuple[str, int | None]]:
     """(run_key, replicate) of the session's ok results kept in side files, beside the store that could not take
-    them (they count as done; they are taken into the store once it is open for writing)."""
-    stored = {r.run_id for r in reader.results([session_id])}
+    them, or in the journal of a session whose process ended before it (they count as done, each result once
+    however many files hold it; they are taken into the store once it is open for writing)."""
+    seen = {r.run_id for r in reader.results([session_id])}
     ok = []
     for side in reader.side_files():
         kept, _, _ = read_importable(side)
         for r in kept:
-            if r.session_id == session_id and r.status == "ok" and r.run_id not in stored:
+            if r.session_id == session_id and r.status == "ok" and r.run_id not in seen:
+                seen.add(r.run_id)
                 ok.append((r.run_key, r.replicate if isinstance(r.replicate, int) else None))
     return ok
 
