@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from harness.present.report.page import markdown_table
+from harness.present.report.page import markdown_table, markdown_text
 from harness.present.table import cell, describe, fit
 from harness.results.compare import (
     DATASHEET_COLUMNS,
@@ -79,12 +79,13 @@ def comparison_text(table, fmt: str, *, wide: bool, records=None, by=(), metric:
         return table.to_csv(index=False)
     common, rows = display_rows(table)
     if fmt == "markdown":
-        lines = [describe_common(common) + "\n", markdown_table(rows)]
+        lines = [markdown_text(describe_common(common)) + "\n", markdown_table(rows)]
     else:
         lines = table_lines(table, common, rows, wide=wide)
-    lines += table_notes(table)
+    notes = table_notes(table)
     if "backend" in by:
-        lines += describe_fastest(fastest_configurations(records, metric))
+        notes += describe_fastest(fastest_configurations(records, metric))
+    lines += [markdown_text(note) for note in notes] if fmt == "markdown" else notes
     return "".join(line + "\n" for line in lines)
 
 

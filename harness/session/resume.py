@@ -80,7 +80,7 @@ def _ok_kept_beside(reader: Store, session_id: str) -> list[tuple[str, int | Non
 def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, int | None]]]:
     """(store path, the stored session --resume names, its ok results as (run_key, replicate)); InputError for a
     missing store, an id that names no session or several, or a session its own process is still running."""
-    resume, path = request.resume, str(request.store_path or default_store_path())
+    resume, path = request.resume, default_store_path(request.store_path)
     if not resume.strip():
         raise InputError("--resume '': expected a session id (or a unique prefix of one)", field="--resume")
     if not Path(path).exists():

@@ -31,9 +31,13 @@ from harness.results.store.sidefiles import Unsaved, side_files
 DEFAULT_STORE = "harness.db"
 
 
-def default_store_path() -> str:
-    """`HARNESS_STORE` if set, else harness.db in the working folder."""
-    return os.environ.get("HARNESS_STORE") or DEFAULT_STORE
+def default_store_path(given: str | os.PathLike | None = None) -> str:
+    """The store a command uses: `given` (its --store), else `HARNESS_STORE` if set, else harness.db in the
+    working folder. StoreError for a --store given empty (`--store ''`), which names no file."""
+    if given is not None and not str(given).strip():
+        raise StoreError(f"--store {str(given)!r}: expected the path of a store file, got an empty one",
+                         source=str(given), field="--store")
+    return str(given) if given is not None else os.environ.get("HARNESS_STORE") or DEFAULT_STORE
 
 
 class Store:
@@ -42,7 +46,7 @@ class Store:
     results needs no write access: a store on a read-only mount, an archived artifact)."""
 
     def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False):
-        self.path = str(path or default_store_path())
+        self.path = default_store_path(path)
         self.readonly = readonly
         #: every record this process added and every session it ran, for a side file if the store fails
         self._unsaved = Unsaved(self.path)

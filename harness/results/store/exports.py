@@ -13,6 +13,7 @@ from harness.errors import InputError
 from harness.results.record import Result
 from harness.results.store.frame import records_frame
 
+
 def _integer_fields() -> list[str]:
     """Record fields typed `int | None` (byte counts...): exported as integers even where some are null."""
     return [f.name for f in dataclasses.fields(Result) if str(f.type).replace(" ", "") in ("int|None", "int")]
