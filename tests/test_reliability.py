@@ -577,6 +577,21 @@ def test_a_full_file_system_loses_no_result(tmp_path, fake_backend, write_scenar
     RELIABILITY["sessions on a file system that filled up, completed"] += 1
 
 
+def test_a_full_disk_under_an_existing_store_is_named_and_leaves_the_store_as_it_was(
+        tmp_path, fake_backend, write_scenario, harness_cli, small_filesystem):
+    path = _fake_scenario(write_scenario, tmp_path, 1)
+    db = small_filesystem / "old.db"
+    Store(db).close()
+    before = db.read_bytes()
+    _fill(small_filesystem)
+    code, _, err = harness_cli("run", path, "--store", str(db))
+    assert code == 2 and "Traceback" not in err, err
+    assert "the disk is full" in err and "bytes free where the store is" in err, err  # not only "disk I/O error"
+    assert sorted(p.name for p in small_filesystem.iterdir()) == ["filler", "old.db"]  # no empty -wal, -shm left
+    assert db.read_bytes() == before and not (tmp_path / "s.marker").exists()
+    RELIABILITY["full disks under an existing store, named and left as they were"] += 1
+
+
 # --------------------------------------------------------------------------- signals at random moments
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "SIGINT"])
 @pytest.mark.parametrize("seed", [1, 2])

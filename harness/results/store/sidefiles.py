@@ -109,7 +109,7 @@ class Unsaved:
         else:
             where = f"are kept in {kept}"
         return StoreWriteError(
-            f"store {self.store_path}: a result could not be stored: {explain(exc)}. Nothing measured is lost: that "
+            f"store {self.store_path}: a result could not be stored: {explain(exc, self.store_path)}. Nothing measured is lost: that "
             f"result and every other one this process measured ({len(self.records)} in all), with their session, "
             f"{where}", source=self.store_path, kept_in=kept)
 
