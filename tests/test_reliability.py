@@ -156,6 +156,29 @@ def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, wr
     assert not any("imported_ahead" in p["phases_s"] for p in probes)
 
 
+def test_a_capacity_search_whose_start_does_not_fit_says_so_and_probes_nothing_below_it(
+        tmp_path, fake_backend, write_scenario, harness_cli):
+    # below the start may be a batch the backend refuses (1 with BatchNorm): never probed
+    best, bad, history, error = search(lambda n: None if n < 8 else False, start=8, limit=1000)
+    assert (best, bad, history, error) == (0, 8, [(8, False)], None)
+    path = write_scenario({
+        "name": "cap", "workload": "resnet50_train", "params": {"batch_size": 2, "image_size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120, **ONE_PROCESS},
+        "backends": ["fake"], "devices": ["cpu"], "capacity": {"start": 16},
+        "options": {"fake": {"action": "oom_above", "limit": 5}},
+    })
+    db = tmp_path / "cap.db"
+    code, out, err = harness_cli("run", path, "--find-max-batch", "--store", str(db))
+    assert code == 1, err
+    with Store(db) as store:
+        rows = store.records()
+    (capacity,) = [r for r in rows if r["metric"] == "max_batch_size"]
+    assert [r["params"]["batch_size"] for r in rows if r.get("probe_of")] == [16]
+    assert capacity["error"].startswith("nothing fits at the start: batch_size=16 does not fit (oom")
+    assert "other than memory" not in capacity["error"]
+    RELIABILITY["capacity searches whose start does not fit, said so"] += 1
+
+
 def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fake_backend):
     from harness.session.capacity import find_max_batch
     from harness.session.plan import RunSpec
