@@ -183,7 +183,7 @@ def _settle(journal: Journal, state: str, outcome: SessionOutcome, observer: Ses
     if outcome.store_error is None or outcome.store_error is before:
         return state
     try:
-        with Store(journal.store.path) as again:
+        with type(journal.store)(journal.store.path) as again:  # the same kind of store, opened for writing
             _mark(again, journal.session_id, "failed", observer)
     except StoreError:
         pass  # a store that cannot be opened is what the error already says

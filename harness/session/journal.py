@@ -15,8 +15,10 @@ the journal behind; the next session into that store takes it in, and `--resume`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 from typing import Callable
 
 from harness.errors import StoreWriteError
@@ -56,11 +58,15 @@ class Journal:
         return [r["run_id"] for r in self._kept.records]
 
     def add(self, result: Result) -> None:
-        """The result written to the journal (fsynced), then given to the store (whose errors propagate)."""
-        self._kept.records.append(stored_record(result))
-        if self._kept.write() is None:
-            self.unwritten += 1
-        self.store.add(result)
+        """The result written to the journal (fsynced), then given to the store (whose errors propagate).
+
+        SIGINT and SIGTERM wait until both are done: an interrupt between the two would leave a result in the
+        journal that the store never got, and the session would end calling it unreadable."""
+        with _signals_held():
+            self._kept.records.append(stored_record(result))
+            if self._kept.write() is None:
+                self.unwritten += 1
+            self.store.add(result)
 
     def __getattr__(self, name):
         return getattr(self.store, name)
@@ -105,6 +111,21 @@ class Journal:
                     os.unlink(path)
                 except OSError:
                     pass
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM held back (delivered, to the session's handlers, when the block ends)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # a platform without it: nothing held
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _holds(path: str, run_ids: list[str]) -> bool:
