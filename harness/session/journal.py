@@ -81,7 +81,7 @@ class Journal:
             with self._reopen(self.store) as reader:
                 there = {r.get("run_id") for r in reader.records([self.session_id])}
         except Exception as exc:  # noqa: BLE001 - any store, any failure: what cannot be read back is not kept
-            return wanted, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return wanted, str(exc).split(". ")[0].splitlines()[0] if str(exc) else type(exc).__name__
         return [run_id for run_id in wanted if run_id not in there], None
 
     def settle(self, state: str, error: StoreWriteError | None) -> StoreWriteError | None:
