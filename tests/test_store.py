@@ -360,3 +360,18 @@ def test_a_journal_is_removed_once_every_result_reads_back_and_kept_otherwise(tm
     assert os.path.exists(journal.file)
     journal._kept.records.pop()
     assert journal.settle("finished", None) is None and not os.path.exists(journal.file)
+
+
+def test_a_journal_no_folder_takes_still_says_what_the_store_lost(tmp_path, monkeypatch, capsys):
+    from harness.results.store import sidefiles
+    from harness.session.journal import Journal
+
+    store = Store(tmp_path / "n.db")
+    journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
+    monkeypatch.setattr(sidefiles, "write_atomic", lambda path, text: False)  # no folder takes a file
+    monkeypatch.setattr(store, "add", lambda result: None)  # a store that loses what it is given
+    journal.add(Result(run_id="r0", session_id="s1", run_key="k0", status="ok"))
+    store.close()
+    error = journal.settle("finished", None)
+    assert error is not None and error.kept_in is None and "printed on standard error" in str(error)
+    assert '"run_id": "r0"' in capsys.readouterr().err

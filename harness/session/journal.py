@@ -44,8 +44,6 @@ class Journal:
         self._kept = Unsaved(store.path)
         self._kept.sessions[self.session_id] = dict(session)
         self._reopen = reopen or _reopen
-        #: results the journal could not be written for (no folder took it): as durable as the store alone
-        self.unwritten = 0
 
     @property
     def file(self) -> str | None:
@@ -64,8 +62,7 @@ class Journal:
         journal that the store never got, and the session would end calling it unreadable."""
         with _signals_held():
             self._kept.records.append(stored_record(result))
-            if self._kept.write() is None:
-                self.unwritten += 1
+            self._kept.write()  # where no folder takes it, the result is as durable as the store; settle says so
             self.store.add(result)
 
     def __getattr__(self, name):
@@ -89,7 +86,7 @@ class Journal:
         back every result (or another side file, `error.kept_in`, holds them all); else kept, and the
         StoreWriteError that says what could not be read back and where the results are."""
         missing, why = self.missing()
-        if not missing or self.file is None:
+        if not missing:
             self._remove()
             return error
         if error is not None and error.kept_in and error.kept_in != self.file and _holds(error.kept_in, self.run_ids):
@@ -98,8 +95,10 @@ class Journal:
         self._kept.sessions[self.session_id].update(state="failed" if state == "finished" else state)
         reason = f"store {self.store.path}: {len(missing)} of the {len(self.run_ids)} result(s) this session produced " \
                  f"cannot be read back from the store" + (f" ({why})" if why else "")
-        kept = self._kept.write(reason) or self.file
+        kept = self._kept.write(reason)
         self._remove(only_earlier=True)
+        if kept is None:  # no folder takes a file: every record on standard error, and the error that says so
+            return self._kept.keep(RuntimeError(reason))
         return StoreWriteError(f"{reason}. Nothing measured is lost: all {len(self.run_ids)}, with their session, are "
                                f"kept in {kept}", source=self.store.path, kept_in=kept)
 
