@@ -182,6 +182,8 @@ def _settle(journal: Journal, state: str, outcome: SessionOutcome, observer: Ses
     outcome.store_error = journal.settle(state, before)
     if outcome.store_error is None or outcome.store_error is before:
         return state
+    if not Path(journal.store.path).exists():  # a store file removed under the session: none is made in its stead
+        return "failed"
     try:
         with type(journal.store)(journal.store.path) as again:  # the same kind of store, opened for writing
             _mark(again, journal.session_id, "failed", observer)
