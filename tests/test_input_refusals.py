@@ -2,13 +2,15 @@
 tests/hostile/ (alias bombs, recursive aliases, booleans for numbers, tags, duplicate keys...); each
 is a clear error (InputError -> exit 2, within 2 s for the corpus), none a traceback."""
 
+import re
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.cli import main
 from harness.errors import InputError
@@ -165,3 +167,92 @@ def test_booleans_are_not_numbers_in_set_overrides_either(tmp_path):
     for override in ("size=true", "batch=false", "size=[64, true]"):
         result = CliRunner().invoke(main, ["validate", str(path), "--set", override])
         assert result.exit_code == 2 and "not a boolean" in result.output, (override, result.output)
+
+
+# --------------------------------------------------------------------------- flags, output paths and what reports carry
+def _one_line_refusal(result, *words):
+    """Exit 2, one `error:` line saying each of words, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1, result.output
+    for word in words:
+        assert word in result.output, result.output
+    RELIABILITY["flags and paths refused: exit 2, one line"] += 1
+
+
+@pytest.mark.parametrize("override, said", [
+    ('name="line1\\nerror: injected line"', "'\\n'"), ('name="a\\rb"', "'\\r'"), ('name="a\\0b"', "'\\x00'"),
+    ('name="   "', "only spaces"),
+])
+def test_a_name_with_control_characters_is_refused_through_set_too(tmp_path, override, said):
+    path = tmp_path / "good.yaml"
+    path.write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(path), "--set", override])
+    _one_line_refusal(result, "name", said)
+
+
+def test_an_empty_store_path_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "good.yaml"
+    path.write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    for args in (["run", str(path), "--store", ""], ["results", "--store", " "], ["report", "--store", ""]):
+        _one_line_refusal(CliRunner().invoke(main, args), "--store", "empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.yaml"]  # no harness.db written in its stead
+
+
+@pytest.mark.parametrize("output, said", [("nodir/x.csv", "does not exist"), ("adir", "is a folder"), ("", "empty")])
+def test_results_output_that_cannot_be_a_file_is_refused(tmp_path, output, said):
+    db = tmp_path / "s.db"
+    from harness.results.store import Store
+
+    Store(db).close()
+    (tmp_path / "adir").mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    for fmt in ("csv", "json", "table"):
+        result = CliRunner().invoke(main, ["results", "--store", str(db), "--format", fmt, "-o",
+                                           str(tmp_path / output) if output else ""])
+        _one_line_refusal(result, "--output", said)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("flag, value", [("--fail-if-slower", "nan"), ("--fail-if-slower", "1e309"),
+                                         ("--fail-if-slower", "inf"), ("--fail-if-slower", "-5"),
+                                         ("--min-effect", "inf"), ("--min-effect", "nan"), ("--min-effect", "-1")])
+def test_a_regression_gate_that_could_never_fail_is_refused(tmp_path, flag, value):
+    # `nan` compares false with everything: "no row slower by more than nan%" would pass every time
+    result = CliRunner().invoke(main, ["compare", "--store", str(tmp_path / "none.db"), "--by", "backend", flag, value])
+    _one_line_refusal(result, flag, "finite percentage")
+
+
+HOSTILE_NAME = "<img src=x onerror=alert(1)> ![p](http://example.invalid/t.png)"
+
+
+def _shown_as_text(text):
+    # no tag, no image or link to fetch: each markup character backslash-escaped
+    assert not re.search(r"(?<!\\)<img", text) and not re.search(r"(?<!\\)\[p", text), text
+    assert "\\<img src=x onerror=alert(1)\\>" in text and "!\\[p\\](http://example.invalid/t.png)" in text
+
+
+def test_compare_markdown_shows_a_hostile_name_as_text(tmp_path, fake_backend, write_scenario):
+    db = str(tmp_path / "m.db")
+    for name in (HOSTILE_NAME, "plain"):
+        path = write_scenario({"name": name, "workload": "gemm", "params": {"size": 16},
+                               "measure": {"warmup": 0, "steps": 1, "repeats": 2, "processes": 1},
+                               "backends": ["fake"], "devices": ["cpu"]})
+        ran = CliRunner().invoke(main, ["run", path, "--store", db, "-q"])
+        assert ran.exit_code == 0, ran.output
+    compared = CliRunner().invoke(main, ["compare", "--store", db, "--by", "scenario", "--format", "markdown"])
+    assert compared.exit_code == 0, compared.output
+    _shown_as_text(compared.output)
+    RELIABILITY["hostile names shown as text in Markdown"] += 1
+
+
+def test_the_markdown_report_shows_what_it_carries_as_text():
+    from harness.present.report.page import Section, render_markdown
+
+    section = Section(HOSTILE_NAME, [("table", [{"scenario": HOSTILE_NAME}]), ("list", [HOSTILE_NAME]),
+                                     ("text", HOSTILE_NAME), HOSTILE_NAME])
+    text = render_markdown([section], [f"Scenario: {HOSTILE_NAME}"])
+    assert text.count("\\<img src=x onerror=alert(1)\\>") == 6  # overview, title, cell, list item, text, note
+    _shown_as_text(text)
+    RELIABILITY["hostile names shown as text in Markdown"] += 1

@@ -198,6 +198,10 @@ def test_a_dropped_connection_keeps_every_result_in_a_side_file_taken_in_next_ru
     assert "Nothing measured is lost" in str(failed.value) and PASSWORD not in str(failed.value)
     kept = json.loads(open(failed.value.kept_in).read())
     assert [r["run_id"] for r in kept["records"]] == ["r1", "r2"]
+    # the process that kept them ends, as a session whose store failed does (a live one's file is its journal)
+    kept["owner"] = {**(kept.get("owner") or {}), "pid": 2**22 + 12345}
+    with open(failed.value.kept_in, "w", encoding="utf-8") as fh:
+        json.dump(kept, fh)
     # the next run into the store takes the side file in first
     path = _fake_scenario(write_scenario, tmp_path, 1)
     done = _harness("run", path, "--store", pg_url, "-q", cwd=tmp_path)

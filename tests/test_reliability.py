@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -153,6 +154,29 @@ def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, wr
     # on the CPU without --memory-limit a worker importing beside a probe would take the host memory it
     # measures: no probe's worker starts ahead there
     assert not any("imported_ahead" in p["phases_s"] for p in probes)
+
+
+def test_a_capacity_search_whose_start_does_not_fit_says_so_and_probes_nothing_below_it(
+        tmp_path, fake_backend, write_scenario, harness_cli):
+    # below the start may be a batch the backend refuses (1 with BatchNorm): never probed
+    best, bad, history, error = search(lambda n: None if n < 8 else False, start=8, limit=1000)
+    assert (best, bad, history, error) == (0, 8, [(8, False)], None)
+    path = write_scenario({
+        "name": "cap", "workload": "resnet50_train", "params": {"batch_size": 2, "image_size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120, **ONE_PROCESS},
+        "backends": ["fake"], "devices": ["cpu"], "capacity": {"start": 16},
+        "options": {"fake": {"action": "oom_above", "limit": 5}},
+    })
+    db = tmp_path / "cap.db"
+    code, out, err = harness_cli("run", path, "--find-max-batch", "--store", str(db))
+    assert code == 1, err
+    with Store(db) as store:
+        rows = store.records()
+    (capacity,) = [r for r in rows if r["metric"] == "max_batch_size"]
+    assert [r["params"]["batch_size"] for r in rows if r.get("probe_of")] == [16]
+    assert capacity["error"].startswith("nothing fits at the start: batch_size=16 does not fit (oom")
+    assert "other than memory" not in capacity["error"]
+    RELIABILITY["capacity searches whose start does not fit, said so"] += 1
 
 
 def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fake_backend):
@@ -576,6 +600,21 @@ def test_a_full_file_system_loses_no_result(tmp_path, fake_backend, write_scenar
     RELIABILITY["sessions on a file system that filled up, completed"] += 1
 
 
+def test_a_full_disk_under_an_existing_store_is_named_and_leaves_the_store_as_it_was(
+        tmp_path, fake_backend, write_scenario, harness_cli, small_filesystem):
+    path = _fake_scenario(write_scenario, tmp_path, 1)
+    db = small_filesystem / "old.db"
+    Store(db).close()
+    before = db.read_bytes()
+    _fill(small_filesystem)
+    code, _, err = harness_cli("run", path, "--store", str(db))
+    assert code == 2 and "Traceback" not in err, err
+    assert "the disk is full" in err and "bytes free where the store is" in err, err  # not only "disk I/O error"
+    assert sorted(p.name for p in small_filesystem.iterdir()) == ["filler", "old.db"]  # no empty -wal, -shm left
+    assert db.read_bytes() == before and not (tmp_path / "s.marker").exists()
+    RELIABILITY["full disks under an existing store, named and left as they were"] += 1
+
+
 # --------------------------------------------------------------------------- signals at random moments
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "SIGINT"])
 @pytest.mark.parametrize("seed", [1, 2])
@@ -630,3 +669,87 @@ def test_a_report_names_a_session_that_ended_before_its_plan(tmp_path, fake_back
     text = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
     assert f"Session {session} ended interrupted: 1 of its 3 planned run(s) have no ok result" in text
     assert f"harness run --resume {session}" in text and "Every run ended ok." not in text
+
+
+# --------------------------------------------------------------------------- the store damaged under a running session
+def _session_under(tmp_path, write_scenario, runs=6):
+    """A session of `runs` runs started in its own process; returns (process, store path) once two results are
+    stored and the third run is under way."""
+    path = _fake_scenario(write_scenario, tmp_path, runs, action="sleep", seconds=0.5)
+    db = tmp_path / "d.db"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_marker(tmp_path / "s.marker", 3)
+    return proc, db
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.0], ids=["half", "zero-bytes"])
+def test_a_store_truncated_under_a_running_session_loses_no_result(tmp_path, fake_backend, write_scenario,
+                                                                   harness_cli, keep):
+    proc, db = _session_under(tmp_path, write_scenario)
+    os.truncate(db, int(db.stat().st_size * keep))
+    _, err = proc.communicate(timeout=120)
+    # every run printed ok, but the store does not give them back: said, exit 1, kept where import takes them
+    assert proc.returncode == 1, err
+    assert "cannot be read back from the store" in err and "Traceback" not in err
+    side = re.search(r"are kept in (\S+\.json)", err).group(1)
+    assert len(json.loads(open(side, encoding="utf-8").read())["records"]) == 6
+    fresh = tmp_path / "fresh.db"
+    code, _, out = harness_cli("results", "--import", side, "--store", str(fresh))
+    assert code == 0 and "took 6 new result(s) of 6 and 1 new session(s)" in out, out
+    rows = _ok(fresh)
+    assert sorted(r["params"]["batch"] for r in rows) == [1, 2, 3, 4, 5, 6]
+    session = re.search(r"--resume (\S+)", err).group(1)
+    code, _, out = harness_cli("run", "--resume", session, "--store", str(fresh), "-q")
+    assert "0 of 6 run(s) have no ok result" in out and not (tmp_path / "s.marker").read_text().count("\n") > 6, out
+    RELIABILITY["rows lost"] += 6 - len(rows)
+    RELIABILITY["sessions whose store was truncated under them, nothing lost"] += 1
+
+
+def _make_immutable(db):
+    """chattr +i on the store and its -wal and -shm (root and a file system that has the flag; skipped otherwise)."""
+    files = [str(db), f"{db}-wal", f"{db}-shm"]
+    done = subprocess.run(["chattr", "+i", *files], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"chattr +i is not possible here: {done.stderr.strip()}")
+    return lambda: subprocess.run(["chattr", "-i", *files], capture_output=True)
+
+
+@pytest.mark.parametrize("how", ["shm-truncated", "immutable"])
+def test_a_session_killed_by_sigbus_while_writing_loses_no_result(tmp_path, fake_backend, write_scenario,
+                                                                  harness_cli, how):
+    # SQLite maps the store's -shm file; a mapped page that can no longer be written ends the process with
+    # SIGBUS, which no handler survives. The result is in the journal before the store is given it.
+    if not hasattr(signal, "SIGBUS"):
+        pytest.skip("no SIGBUS on this system")
+    proc, db = _session_under(tmp_path, write_scenario)
+    undo = None
+    if how == "immutable":
+        if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("chattr"):
+            proc.kill()
+            proc.communicate()
+            pytest.skip("chattr +i needs root and chattr")
+        undo = _make_immutable(db)
+    else:
+        os.truncate(f"{db}-shm", 0)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if undo:
+            undo()
+    assert proc.returncode == -signal.SIGBUS, err
+    assert "Bus error" in err  # said on standard error, not a silent death
+    (journal,) = [p for p in tmp_path.iterdir() if ".unsaved-" in p.name]
+    kept = json.loads(journal.read_text())["records"]
+    assert len(kept) == 3 and all(r["status"] == "ok" for r in kept)  # the run that had just finished too
+    code, _, out = harness_cli("results", "--sessions", "--store", str(db))
+    assert code == 0 and f"harness results --import {journal}" in out, out
+    session = re.search(r"session (\w+): 6 run", err).group(1)
+    code, _, out = harness_cli("run", "--resume", session, "--store", str(db), "-q")
+    assert code == 0, out
+    assert "3 of 6 run(s) have no ok result" in out and "took in 1 result(s)" in out, out  # 2 were stored
+    assert len((tmp_path / "s.marker").read_text().split()) == 6  # nothing kept was measured again
+    rows = _ok(db)
+    assert sorted(r["params"]["batch"] for r in rows) == [1, 2, 3, 4, 5, 6]
+    RELIABILITY["rows lost"] += 6 - len(rows)
+    RELIABILITY[f"sessions killed by SIGBUS ({how}), nothing lost"] += 1

@@ -320,3 +320,58 @@ def test_a_records_gpu_size_failing_status_and_probe_are_read_from_the_record():
     probe = Result(run_id="p").as_probe_of("cap1")
     assert probe.probe_of == "cap1" and probe.to_dict()["probe_of"] == "cap1" and Result().probe_of is None
     assert Result.from_dict(probe.to_dict()).probe_of == "cap1" and "probe_of" not in Result().to_dict()
+
+
+def test_the_journal_of_a_running_session_is_not_taken_in_and_that_of_an_ended_one_is(tmp_path):
+    from harness.results.store import process_owner
+
+    db = tmp_path / "j.db"
+    Store(db).close()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        journal = tmp_path / "j.db.unsaved-s1-20261201T000000-1.json"
+        journal.write_text(json.dumps({"harness_unsaved": 1, "owner": process_owner(other.pid), "sessions": [],
+                                       "records": []}))
+        with Store(db) as store:
+            assert store.side_files() == []  # another session's, still being written
+    finally:
+        other.kill()
+        other.wait()
+    with Store(db) as store:
+        assert store.side_files() == [journal]  # its process ended: take it in
+
+
+def test_a_journal_is_removed_once_every_result_reads_back_and_kept_otherwise(tmp_path):
+    from harness.session.journal import Journal
+
+    db = tmp_path / "j.db"
+    store = Store(db)
+    store.begin_session("s1", [], scenario_path=None, command="test")
+    journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
+    records = [Result(run_id=f"r{i}", session_id="s1", run_key=f"k{i}", status="ok") for i in range(3)]
+    for record in records[:2]:
+        journal.add(record)
+    kept = json.loads(open(journal.file, encoding="utf-8").read())
+    assert [r["run_id"] for r in kept["records"]] == ["r0", "r1"]  # durable before the store has it
+    journal._kept.records.append(dict(kept["records"][0], run_id="r2"))  # one the store never got
+    store.close()
+    error = journal.settle("finished", None)
+    assert error is not None and "1 of the 3 result(s)" in str(error) and error.kept_in == journal.file
+    assert os.path.exists(journal.file)
+    journal._kept.records.pop()
+    assert journal.settle("finished", None) is None and not os.path.exists(journal.file)
+
+
+def test_a_journal_no_folder_takes_still_says_what_the_store_lost(tmp_path, monkeypatch, capsys):
+    from harness.results.store import sidefiles
+    from harness.session.journal import Journal
+
+    store = Store(tmp_path / "n.db")
+    journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
+    monkeypatch.setattr(sidefiles, "write_atomic", lambda path, text: False)  # no folder takes a file
+    monkeypatch.setattr(store, "add", lambda result: None)  # a store that loses what it is given
+    journal.add(Result(run_id="r0", session_id="s1", run_key="k0", status="ok"))
+    store.close()
+    error = journal.settle("finished", None)
+    assert error is not None and error.kept_in is None and "printed on standard error" in str(error)
+    assert '"run_id": "r0"' in capsys.readouterr().err

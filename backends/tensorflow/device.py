@@ -11,6 +11,7 @@ from backends.tensorflow import compat, profile
 from harness.errors import Unsupported
 from harness.machine.env import cpu_model
 from harness.seam.adapter import DeviceDefaults
+from harness.seam.cudabuild import check_cuda_build
 from harness.seam.distributed import BarrierClock
 from harness.worker.measure import WallClock
 
@@ -108,6 +109,20 @@ def device_name(placement: Placement) -> str | None:
     return cpu_model_name()
 
 
+def build_archs_and_capability(placement: Placement) -> tuple[list[str], tuple[int, int] | None]:
+    """(the CUDA architectures this TensorFlow was built for, the GPU's compute capability); ([], None) where
+    TensorFlow does not say (a build without CUDA, a GPU it gives no details of)."""
+    tf = compat.tf_module()
+    archs = list(tf.sysconfig.get_build_info().get("cuda_compute_capabilities") or [])
+    index = int(placement.neutral.split(":", 1)[1])
+    try:
+        capability = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[index]).get(
+            "compute_capability")
+    except (IndexError, ValueError):
+        capability = None
+    return archs, tuple(capability) if capability else None
+
+
 def cpu_model_name() -> str | None:
     """The CPU's model name (harness.machine.env reads /proc/cpuinfo)."""
     return cpu_model() or None
@@ -189,6 +204,15 @@ class TensorFlowDevice(DeviceDefaults):
         self.placement = resolve(name)
         self.neutral = self.placement.neutral
         self._peak = AllocatorPeak(self.placement)
+
+    def check_build(self) -> list[str]:
+        """On a GPU: whether this TensorFlow build has kernels it can load (its build info's
+        cuda_compute_capabilities against the GPU's; Unsupported where none, a warning where it compiles PTX)."""
+        if not self.placement.is_gpu:
+            return []
+        archs, capability = build_archs_and_capability(self.placement)
+        return check_cuda_build(f"TensorFlow {compat.tf_module().__version__}", archs, capability,
+                                f"{self.neutral} ({device_name(self.placement)})")
 
     def identity(self) -> dict:
         """The device's identity fields, the thread pools in force among its `env`."""

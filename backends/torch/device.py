@@ -10,6 +10,7 @@ from backends.torch import compat, profile
 from harness.errors import Unsupported
 from harness.machine.env import cpu_model
 from harness.seam.adapter import DeviceDefaults
+from harness.seam.cudabuild import check_cuda_build
 from harness.seam.distributed import BarrierClock
 from harness.spec.devices import gpu_index, normalize_device
 from harness.worker.measure import BlockTime, WallClock
@@ -203,6 +204,16 @@ class TorchDevice(DeviceDefaults):
         fields = identity(self.neutral, self.torch)
         fields["env"]["threads"] = self.threads
         return fields
+
+    def check_build(self) -> list[str]:
+        """On a GPU: whether this torch build has kernels it can load (torch.cuda.get_arch_list against the GPU's
+        compute capability; Unsupported where it has none, a warning where it compiles them from PTX)."""
+        import torch
+
+        if not self.is_cuda:
+            return []
+        return check_cuda_build(f"torch {torch.__version__}", torch.cuda.get_arch_list(), compute_capability(self.torch),
+                                f"{self.neutral} ({device_name(self.torch)})")
 
     def clock(self):
         """CUDA events and a synchronized wall clock on a GPU; perf_counter on the CPU."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from harness.errors import InputError
@@ -78,13 +80,14 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
 
 
 def _checked(fail_pct: float | None, min_effect: float | None) -> float:
-    """The minimum effect (default MIN_EFFECT_PCT); InputError on a negative percentage."""
-    if fail_pct is not None and fail_pct < 0:
-        raise InputError(f"--fail-if-slower {fail_pct:g}: expected a percentage >= 0", field="--fail-if-slower")
+    """The minimum effect (default MIN_EFFECT_PCT); InputError for a percentage that is negative or not a finite
+    number (`nan`, `inf`, `1e309`): a gate no row can fail is no gate."""
+    if fail_pct is not None and not (math.isfinite(fail_pct) and fail_pct >= 0):
+        raise InputError(f"--fail-if-slower {fail_pct:g}: expected a finite percentage >= 0", field="--fail-if-slower")
     if min_effect is None:
         min_effect = MIN_EFFECT_PCT
-    if not min_effect >= 0:
-        raise InputError(f"--min-effect {min_effect:g}: expected a percentage >= 0", field="--min-effect")
+    if not (math.isfinite(min_effect) and min_effect >= 0):
+        raise InputError(f"--min-effect {min_effect:g}: expected a finite percentage >= 0", field="--min-effect")
     return min_effect
 
 

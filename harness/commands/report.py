@@ -30,7 +30,7 @@ def unfinished_sessions(store_path, records) -> list[dict]:
     result (what `--resume` would run)."""
 
     out = []
-    with Store(str(store_path or default_store_path()), readonly=True) as store:
+    with Store(default_store_path(store_path), readonly=True) as store:
         for session_id in dict.fromkeys(r.session_id for r in records):
             session = store.session(str(session_id)) if session_id else None
             if session is None or session.get("state") == "finished":

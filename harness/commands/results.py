@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import click
 
@@ -42,7 +43,8 @@ def command(store_path, fmt, session, output, imports, list_sessions, wide) -> N
     line above it, long notes are shortened and the least needed columns left out, saying so;
     --wide prints everything.
     """
-    path = str(store_path or default_store_path())
+    path = default_store_path(store_path)
+    check_output(output)
     if imports:
         take_in(path, imports)
     elif list_sessions:
@@ -71,6 +73,36 @@ def _reader(path: str) -> Store:
     return Store(path, readonly=True)
 
 
+def check_output(output: str | None) -> None:
+    """InputError (exit 2, nothing read or written) for an --output that cannot be a file: empty, a folder, or in
+    a folder that does not exist."""
+    if output is None:
+        return
+    target = Path(output)
+    if not str(output).strip():
+        raise InputError(f"--output {output!r}: expected a file path, got an empty one", field="--output")
+    if target.is_dir():
+        raise InputError(f"--output {output}: is a folder; expected a file to write", field="--output")
+    if not target.resolve().parent.is_dir():
+        raise InputError(f"--output {output}: folder {target.resolve().parent} does not exist; create it first",
+                         field="--output")
+
+
+def _written(output: str, write) -> None:
+    """write(output), an OSError (no permission, a full disk) said as an InputError naming the file."""
+    try:
+        write(output)
+    except OSError as exc:
+        raise InputError(f"--output {output}: cannot be written: {exc.strerror or exc}", field="--output") from None
+
+
+def _write_text(text: str):
+    def write(output: str) -> None:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return write
+
+
 def _note_side_files(store: Store) -> None:
     for side in store.side_files():
         click.echo(f"note: {side} holds results this store could not take when they were measured; take them in "
@@ -80,8 +112,7 @@ def _note_side_files(store: Store) -> None:
 def _emit(text: str, output: str | None, wrote: str) -> None:
     """Text to the output file (saying so on standard error) or to standard output."""
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        _written(output, _write_text(text))
         click.echo(f"wrote {wrote} to {output}", err=True)
     else:
         click.echo(text)
@@ -96,7 +127,7 @@ def print_results(path: str, fmt: str, session: str | None, output: str | None, 
     if fmt == "parquet":
         if not output:
             raise InputError("--format parquet needs --output FILE", field="--output")
-        write_parquet(records, output)
+        _written(output, lambda target: write_parquet(records, target))
         click.echo(f"wrote {len(records)} record(s) to {output}", err=True)
         return
     text = summary_table(records, wide=wide) if fmt == "table" else export_text(records, fmt)

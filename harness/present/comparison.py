@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from harness.present.report.page import markdown_table
+from harness.present.report.page import markdown_table, markdown_text
 from harness.present.table import cell, describe, fit, terminal_width, wrap
 from harness.results.compare import (
     CI_WITHIN,
@@ -142,13 +142,15 @@ def comparison_text(table, fmt: str, *, wide: bool, records=None, by=(), metric:
         return table.to_csv(index=False)
     common, rows = display_rows(table)
     if fmt == "markdown":
-        lines = [describe_common(common) + "\n", markdown_table(rows)]
+        lines = [markdown_text(describe_common(common)) + "\n", markdown_table(rows)]
     else:
         lines = table_lines(table, common, rows, wide=wide, metric=metric)
     after = table_notes(table)
     if "backend" in by:
         after += describe_fastest(fastest_configurations(records, metric))
-    if fmt == "table" and not wide:  # each line under the table fits the terminal too
+    if fmt == "markdown":
+        after = [markdown_text(note) for note in after]
+    elif fmt == "table" and not wide:  # each line under the table fits the terminal too
         after = [wrap(line.split(" "), terminal_width(), sep=" ") for line in after]
     lines += after
     return "".join(line + "\n" for line in lines)

@@ -76,6 +76,11 @@ class Device(Protocol):
         """Each replica's device and allocator peak where this process holds several replicas of a
         data-parallel run (`replica`, `device`, `peak_allocated_bytes`); None where it holds one or none."""
 
+    def check_build(self) -> list[str]:
+        """Whether the framework's own build can run on this device, asked first thing after its import, before any
+        kernel runs: Unsupported where it cannot (a CUDA build with no kernel the GPU can load), else warnings
+        (one that must compile its kernels first); harness.seam.cudabuild compares CUDA builds."""
+
 
 class DeviceDefaults:
     """The defaults of the Device methods a framework may have nothing for; a device inherits them and
@@ -103,6 +108,10 @@ class DeviceDefaults:
     def replica_peaks(self) -> list[dict] | None:
         """None: this process holds one replica at most."""
         return None
+
+    def check_build(self) -> list[str]:
+        """Nothing to check: the framework's build runs wherever it opened the device."""
+        return []
 
 
 @dataclass

@@ -11,6 +11,7 @@ written. A session is never left `running` by a process that has ended: whatever
 
 from __future__ import annotations
 
+import faulthandler
 import shlex
 import shutil
 import signal
@@ -20,11 +21,12 @@ from pathlib import Path
 
 from harness.errors import InputError, StoreError, StoreWriteError
 from harness.machine.envcheck import environment_warnings
-from harness.results.record import Result
-from harness.results.store import Store, store_exists
+from harness.results.record import Result, utc_now
+from harness.results.store import Store, process_owner, store_exists
 from harness.session.capacity import find_max_batch
 from harness.session.executors import executor_for
 from harness.session.forecast import Forecast, forecast
+from harness.session.journal import Journal
 from harness.session.limits import check_timeout, parse_size
 from harness.session.plan import RunSpec
 from harness.session.request import (
@@ -148,7 +150,8 @@ def _take_in_side_files(store: Store, observer: SessionObserver) -> None:
             side.unlink()
         except OSError:
             pass
-        observer.notice(f"took in {counts['new']} result(s) kept in {side} when this store could not be written")
+        observer.notice(f"took in {counts['new']} result(s) kept in {side} by a session that could not store them "
+                        "or ended before it could")
     try:
         free = shutil.disk_usage(Path(store.path).resolve().parent).free
     except OSError:
@@ -168,6 +171,37 @@ def _begin(store: Store, prepared: PreparedSession) -> None:
         return
     store.begin_session(prepared.session_id, prepared.entries, scenario_path=prepared.scenario_path,
                         command=prepared.command, settings=prepared.settings)
+
+
+def _journal(store: Store, prepared: PreparedSession) -> Journal:
+    """The session's journal over its store, holding the session as the store does (as planned where the store
+    cannot give it back)."""
+    try:
+        session = store.session(prepared.session_id)
+    except StoreError:
+        session = None
+    if not session:
+        session = {"session_id": prepared.session_id, "started_at": utc_now(), "state": "running",
+                   "scenario_path": prepared.scenario_path, "command": prepared.command,
+                   "plan": prepared.entries, "settings": prepared.settings, "owner": process_owner()}
+    return Journal(store, session)
+
+
+def _settle(journal: Journal, state: str, outcome: SessionOutcome, observer: SessionObserver) -> str:
+    """Read every result of the session back from its (closed) store; where one is not there, the outcome's
+    store error says so and where they are kept, and the session is marked failed where the store takes it."""
+    before = outcome.store_error
+    outcome.store_error = journal.settle(state, before)
+    if outcome.store_error is None or outcome.store_error is before:
+        return state
+    if not store_exists(journal.store.path):  # a store file removed under the session: none is made in its stead
+        return "failed"
+    try:
+        with journal.store.reopen(readonly=False) as again:  # the same store, opened for writing
+            _mark(again, journal.session_id, "failed", observer)
+    except StoreError:
+        pass  # a store that cannot be opened is what the error already says
+    return "failed"
 
 
 def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver) -> SessionOutcome:
@@ -231,6 +265,12 @@ def _search_groups(runner: Runner, prepared: PreparedSession, outcome: SessionOu
             return
 
 
+def _say_fatal_signals() -> bool:
+    """Fatal signals (SIGBUS, SIGSEGV) reported on standard error from now on; False (to undo it later)."""
+    faulthandler.enable()
+    return False
+
+
 def _end_state(outcome: SessionOutcome) -> str:
     if outcome.store_error is not None:
         return "failed"
@@ -248,19 +288,28 @@ def run_session(prepared: PreparedSession, observer: SessionObserver | None = No
     if prepared.resumed is not None:
         store.session(prepared.session_id)  # known to the store, for a side file
     begun = False
+    # a store file made unwritable under the session (its mapped -shm) ends this process with SIGBUS, which no
+    # handler can survive: it then says so on standard error; every result it had measured is in the journal
+    bus_error_said = faulthandler.is_enabled() or _say_fatal_signals()
     try:
         _take_in_side_files(store, observer)
         _begin(store, prepared)
         begun = True
-        outcome = _execute(store, prepared, observer)
+        journal = _journal(store, prepared)
+        outcome = _execute(journal, prepared, observer)
     except BaseException as exc:
         if begun:  # a session is never left running by a process that has ended
             _mark(store, prepared.session_id,
                   "interrupted" if isinstance(exc, (Interrupted, KeyboardInterrupt)) else "failed", observer)
         store.close()
+        if not bus_error_said:
+            faulthandler.disable()
         raise
     state = _end_state(outcome)
     with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not stop the session from being marked
         _mark(store, prepared.session_id, state, observer)
         store.close()
+        state = _settle(journal, state, outcome, observer)
+    if not bus_error_said:
+        faulthandler.disable()
     return FinishedSession(prepared.session_id, store.path, len(prepared.plan), outcome, state)

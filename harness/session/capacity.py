@@ -141,7 +141,8 @@ def memory_model(fitted: list[tuple[int, int]], device_bytes: int | None, reserv
 
 def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
            predict=None, bound: int | None = None) -> tuple[int, int | None, list, str | None]:
-    """Largest n in [start, limit] with probe(n) True, assuming monotonicity.
+    """Largest n in [start, limit] with probe(n) True, assuming monotonicity; 0 where start does not fit (no
+    batch below the start is tried: it may be one the backend refuses, such as 1 with BatchNorm).
 
     Returns (largest fitting, smallest failing or None, [(n, outcome)], error). `probe` returns
     True, False, or None (an error that is not out of memory, which stops the search).
@@ -165,8 +166,8 @@ def search(probe, start: int = 1, limit: int = 65536, resolution: int | str = 1,
     lo, hi, failed = _climb(check, max(1, start), limit, predict, bound)
     if failed is not None:
         return stop(failed)
-    if hi is None:
-        return lo, None, history, None
+    if hi is None or lo == 0:  # nothing fits at the start: the search never goes below it
+        return lo, hi, history, None
     while hi - lo > tolerance(lo, resolution):
         mid = (lo + hi) // 2
         ok = check(mid)
@@ -349,7 +350,7 @@ def _capacity_record(record: Result, spec: RunSpec, probes: _Probes, answer: _An
     first = last or (probes.probes[0] if probes.probes else None)
     record = record.updated(
         status="ok" if answer.error is None and best > 0 else "failed",
-        error=answer.error if answer.error else (None if best > 0 else f"batch_size={start} does not fit"),
+        error=answer.error if answer.error else (None if best > 0 else _nothing_fits(start, probes)),
         median=float(best) if best else None,
         samples=[float(best)] if best else [],
         params={**spec.params, "batch_size": best or None},
@@ -369,6 +370,14 @@ def _capacity_record(record: Result, spec: RunSpec, probes: _Probes, answer: _An
     if failing is not None and failing.status == "failed" and "SIGKILL" in str(failing.error):
         record.warnings.append("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")
     return record
+
+
+def _nothing_fits(start: int, probes: _Probes) -> str:
+    """Why a search that found no fitting batch ended: its start does not fit, and it searches nothing below."""
+    first = probes.probes[0] if probes.probes else None
+    how = f" ({first.status}: {str(first.error or '').splitlines()[0][:200]})" if first is not None and first.error else ""
+    return (f"nothing fits at the start: batch_size={start} does not fit{how}; the search does not go below its "
+            "start (give a smaller --capacity-start or capacity.start)")
 
 
 def _search_checks(probes: _Probes, failing: Result | None, answer: _Answer, bounds: _Bounds) -> dict:

@@ -66,13 +66,15 @@ def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[in
 
 def _ok_kept_beside(reader: Store, session_id: str) -> list[tuple[str, int | None]]:
     """(run_key, replicate) of the session's ok results kept in side files, beside the store that could not take
-    them (they count as done; they are taken into the store once it is open for writing)."""
-    stored = {r.run_id for r in reader.results([session_id])}
+    them, or in the journal of a session whose process ended before it (they count as done, each result once
+    however many files hold it; they are taken into the store once it is open for writing)."""
+    seen = {r.run_id for r in reader.results([session_id])}
     ok = []
     for side in reader.side_files():
         kept, _, _ = read_importable(side)
         for r in kept:
-            if r.session_id == session_id and r.status == "ok" and r.run_id not in stored:
+            if r.session_id == session_id and r.status == "ok" and r.run_id not in seen:
+                seen.add(r.run_id)
                 ok.append((r.run_key, r.replicate if isinstance(r.replicate, int) else None))
     return ok
 
@@ -80,7 +82,7 @@ def _ok_kept_beside(reader: Store, session_id: str) -> list[tuple[str, int | Non
 def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, int | None]]]:
     """(store path, the stored session --resume names, its ok results as (run_key, replicate)); InputError for a
     missing store, an id that names no session or several, or a session its own process is still running."""
-    resume, path = request.resume, str(request.store_path or default_store_path())
+    resume, path = request.resume, default_store_path(request.store_path)
     if not resume.strip():
         raise InputError("--resume '': expected a session id (or a unique prefix of one)", field="--resume")
     if not store_exists(path):

@@ -167,7 +167,7 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
                 "documents": list(request.documents),
                 **{f"capacity_{k}": v for k, v in request.capacity.items()}}
     return PreparedSession(session_id=session_id, plan=plan, groups=groups, capacity_mode=capacity_mode,
-                           store_path=str(request.store_path or default_store_path()), memory_limit_bytes=limit_bytes,
+                           store_path=default_store_path(request.store_path), memory_limit_bytes=limit_bytes,
                            scenario_path=str(path), entries=entries, settings=settings,
                            command=request.command or shlex.join(["harness", "run", str(request.scenario_file)]),
                            rounds=None if capacity_mode else AdaptiveRounds.of(plan, planned=len(plan), limit=limit))

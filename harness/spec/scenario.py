@@ -9,6 +9,7 @@ import difflib
 import itertools
 import math
 import os
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,11 @@ class Scenario(NumbersNotBooleans):
     cpu_threads: CpuThreads = Field(default_factory=CpuThreads)
     capacity: Capacity | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str) -> str:
+        return printable_name(value)
+
     @field_validator("workload")
     @classmethod
     def _known_workload(cls, value: str) -> str:
@@ -144,6 +150,23 @@ def _dedupe(items) -> list:
         if item not in seen:
             seen.append(item)
     return seen
+
+
+#: Characters that change how a line is shown rather than what it says: right-to-left overrides and isolates.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable_name(value: str) -> str:
+    """A scenario name as given, if it shows as what it is on one line: ValueError for one of only spaces or one
+    holding a control character (a newline would forge a line of the run summary, a NUL cut it short), saying
+    which character and where."""
+    if not value.strip():
+        raise ValueError("expected a name with at least one visible character, got only spaces")
+    for i, char in enumerate(value):
+        if unicodedata.category(char) == "Cc" or char in _BIDI_CONTROLS:
+            raise ValueError(f"expected a name without control characters; character {i + 1} is {ascii(char)} "
+                             "(names are printed on one line in summaries, tables and reports)")
+    return value
 
 
 def resolve_backend(name: str) -> str:
@@ -485,10 +508,14 @@ def _check_run_count(scenario: Scenario, source: str, max_runs: int) -> None:
 
 def _validated_options(scenario: Scenario, source: str) -> dict:
     """The `options:` block with backend aliases resolved and each backend's options validated, defaults filled."""
-    options = {}
+    options, spelled = {}, {}
     for key, values in scenario.options.items():
         try:
             name = resolve_backend(key)
+            if name in spelled:  # `tf:` and `tensorflow:` both: one would silently win
+                raise ValueError(f"backend {name} is given options twice, as `{spelled[name]}` and as `{key}`; "
+                                 "expected them once, under one name")
+            spelled[name] = key
             options[name] = available_backends()[name].validate_options(values if isinstance(values, dict) else {})
         except ValueError as exc:
             raise InputError(f"{source}: field `options.{key}`: {exc}", source=source, field=f"options.{key}") from None
@@ -507,6 +534,10 @@ def _validated_sweep(scenario: Scenario, source: str, fields: set[str]) -> dict:
                     available_backends()[name].validate_options({**scenario.options.get(name, {}), option: value})
             except ValueError as exc:
                 raise InputError(f"{source}: field `sweep.{key}`: {exc}", source=source, field=f"sweep.{key}") from None
+            if f"{name}.{option}" in renamed:  # `tf.keras` and `tensorflow.keras` both: one would silently win
+                raise InputError(f"{source}: field `sweep.{key}`: option {option} of backend {name} is swept twice, "
+                                 "under two names of the backend; expected it once", source=source,
+                                 field=f"sweep.{key}")
             renamed[f"{name}.{option}"] = values
             continue
         if key not in fields:

@@ -168,6 +168,7 @@ def open_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerRes
     identity = dict(device.identity())
     result.framework_env = identity.pop("env", None)
     result.identity = identity
+    ctx.warnings.extend(device.check_build())  # before any kernel: a build the GPU cannot load is `unsupported`
     return OpenRun(workload=workload, params=params, options=options, measure=measure, device=device, replica=replica)
 
 

@@ -40,8 +40,20 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
+#: What Markdown (GitHub's) reads as markup that would let a name or a note change the page: raw HTML (`<img ...>`),
+#: links and images (`![p](http://...)`), a backslash that undoes an escape, a pipe that ends a table cell.
+_MARKDOWN_ACTIVE = str.maketrans({c: "\\" + c for c in "\\<>[]|"})
+
+
+def markdown_text(value) -> str:
+    """Text shown as itself in Markdown: its markup characters backslash-escaped, so that a scenario named
+    `<img src=x onerror=alert(1)>` or holding `![p](http://...)` is printed, never rendered or fetched."""
+    return str(value).translate(_MARKDOWN_ACTIVE)
+
+
 def markdown_table(rows: list[dict], limit: int | None = None) -> str:
-    """Rows as a GitHub-flavoured Markdown table (columns in first-seen order, pipes escaped).
+    """Rows as a GitHub-flavoured Markdown table (columns in first-seen order, each cell `markdown_text`, column
+    names with their pipes escaped).
 
     `limit`: cells longer than that many characters are shortened with an ellipsis.
     """
@@ -51,9 +63,10 @@ def markdown_table(rows: list[dict], limit: int | None = None) -> str:
 
     def esc(value) -> str:
         text = cell_text(value)
-        return (_short(text, limit) if limit else text).replace("|", "\\|")
+        return markdown_text(_short(text, limit) if limit else text)
 
-    lines = ["| " + " | ".join(esc(c) for c in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    # column names are harness's own (`ratio [95% CI]`): only a pipe would break them
+    lines = ["| " + " | ".join(str(c).replace("|", "\\|") for c in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(esc(r.get(c)) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
@@ -135,20 +148,21 @@ def render_html(sections: list[Section], overview: list[str]) -> str:
 def render_markdown(sections: list[Section], overview: list[str]) -> str:
     """The report as Markdown linking the PNG files written beside it (long cells shortened; the
     Warnings section and report.html hold every text in full)."""
-    out = ["# harness report", ""] + [line + "  " for line in overview] + [""]
+    md = markdown_text  # every text a record or a scenario can carry is shown as itself
+    out = ["# harness report", ""] + [md(line) + "  " for line in overview] + [""]
     for section in sections:
-        out += [f"## {section.title}", ""]
+        out += [f"## {md(section.title)}", ""]
         for part in section.parts:
             if isinstance(part, Plot):
-                out += [f"![{part.title}]({part.slug}.png)", "", f"*{part.caption}*", ""]
+                out += [f"![{md(part.title)}]({part.slug}.png)", "", f"*{md(part.caption)}*", ""]
             elif isinstance(part, str):
-                out += [f"*{part}*", ""]
+                out += [f"*{md(part)}*", ""]
             elif part[0] == "table":
                 out += [markdown_table(part[1], limit=2 * CELL_CHARS), ""]
             elif part[0] == "list":
                 if part[1]:
-                    out += [f"- {line}" for line in part[1]] + [""]
+                    out += [f"- {md(line)}" for line in part[1]] + [""]
             else:
-                out += [part[1], ""]
+                out += [md(part[1]), ""]
     return "\n".join(out).rstrip("\n") + "\n"
 

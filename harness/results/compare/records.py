@@ -81,7 +81,7 @@ def _session_ids(store: Store, path: str, sessions: Iterable[str]) -> list[str]:
 def load_records(store_path: str | None, sessions: Iterable[str] = ()) -> list[Result]:
     """Records of a store (of the given sessions; unique id prefixes accepted); InputError if none."""
 
-    path = str(store_path or default_store_path())
+    path = default_store_path(store_path)
     if not store_exists(path):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
     with Store(path, readonly=True) as store:

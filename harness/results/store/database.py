@@ -33,9 +33,14 @@ from harness.results.store.sidefiles import Unsaved
 DEFAULT_STORE = "harness.db"
 
 
-def default_store_path() -> str:
-    """`HARNESS_STORE` if set (a file or a postgresql:// URL), else harness.db in the working folder."""
-    return os.environ.get("HARNESS_STORE") or DEFAULT_STORE
+def default_store_path(given: str | os.PathLike | None = None) -> str:
+    """The store a command uses: `given` (its --store), else `HARNESS_STORE` if set (a file or a postgresql://
+    URL), else harness.db in the working folder. StoreError for a --store given empty (`--store ''`), which
+    names no store."""
+    if given is not None and not str(given).strip():
+        raise StoreError(f"--store {str(given)!r}: expected the path of a store file or a postgresql:// URL, got an "
+                         "empty one", source=str(given), field="--store")
+    return str(given) if given is not None else os.environ.get("HARNESS_STORE") or DEFAULT_STORE
 
 
 def store_exists(path: str) -> bool:
@@ -57,8 +62,12 @@ class Store(StoreQueries):
             return PostgresStore(target, readonly=readonly)
         return super().__new__(cls)
 
+    def reopen(self, *, readonly: bool = True) -> "Store":
+        """The same store through a new connection."""
+        return Store(self.path, readonly=readonly)
+
     def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False):
-        self.path = str(path or default_store_path())
+        self.path = default_store_path(path)
         self.readonly = readonly
         #: every record this process added and every session it ran, for a side file if the store fails
         self._unsaved = Unsaved(self.path)

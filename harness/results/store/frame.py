@@ -25,7 +25,7 @@ def records_frame(records: list[Result] | list[dict]):
 
 def load_results(store: str | os.PathLike | None = None, *, session: str | None = None):
     """Every result record in the store as a pandas DataFrame, one row per record."""
-    path = str(store or default_store_path())
+    path = default_store_path(store)
     if not store_exists(path):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
     with Store(path, readonly=True) as s:

@@ -14,14 +14,27 @@ import uuid
 from pathlib import Path
 
 from harness.errors import StoreError
-from harness.results.store.failures import damaged, explain
+from harness.results.store.failures import damaged, disk_full, explain
 from harness.results.store.schema import SCHEMA, SESSION_ADDED
 
 BUSY_TIMEOUT_MS = 60_000
 
 
 def _refused(path: str, what: str, exc: BaseException | None) -> StoreError:
-    return StoreError(f"store {path}: {what}: {explain(exc)}", source=path, field="--store")
+    return StoreError(f"store {path}: {what}: {explain(exc, path)}", source=path, field="--store")
+
+
+def _remove_made(path: str, existed: dict[str, bool]) -> None:
+    """On a full disk, the -wal and -shm files a refused opening made (left empty or cut short) are removed:
+    a refused store is left as it was. Only then: with space, another process may have just made them."""
+    if not disk_full(path):
+        return
+    for suffix, was in existed.items():
+        if not was:
+            try:
+                os.unlink(path + suffix)
+            except OSError:
+                pass
 
 
 def nonempty(path: str) -> bool:
@@ -129,6 +142,7 @@ def open_writable(path: str) -> sqlite3.Connection:
             "It was left as it was; delete it to start a new store at this path, or give another --store",
             source=path, field="--store")
     precheck(path, reading=False)
+    existed = {suffix: os.path.exists(path + suffix) for suffix in ("-wal", "-shm")}
     try:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     except sqlite3.Error as exc:
@@ -143,6 +157,7 @@ def open_writable(path: str) -> sqlite3.Connection:
         db.close()
         if "malformed" in str(exc).lower():
             raise damaged(path, str(exc)) from None
+        _remove_made(path, existed)
         raise _refused(path, "cannot be opened for writing", exc) from None
     return db
 

@@ -124,6 +124,10 @@ class PostgresStore(StoreQueries):
 
     ORDER = "seq"
 
+    def reopen(self, *, readonly: bool = True) -> "PostgresStore":
+        """The same database through a new connection (the URL with its password: `path` has none)."""
+        return PostgresStore(self._url, readonly=readonly)
+
     def __init__(self, url: str, *, readonly: bool = False):
         self.readonly = readonly
         if psycopg is None:

@@ -5,6 +5,10 @@ other result this process measured and its session's plan, in a JSON side file b
 (`<store>.unsaved-<session>-<time>-<pid>.json`; else in the working folder, the temporary folder
 or the home folder; else printed on standard error). Its records are the rows the store would have
 held (`Result.to_dict()`, figures that are not finite as null).
+
+A side file names the process that writes it (`owner`): a session's journal is a side file written
+before each result reaches the store, and while its process runs it is that session's, not one to
+take in (`side_files` leaves it out).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from harness.errors import StoreWriteError
 from harness.results.record import utc_now
 from harness.results.store.failures import explain
+from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.schema import session_doc
 
 #: The name of a side file: `<store file name>.unsaved-<session>-<time>-<pid>.json`.
@@ -25,9 +30,20 @@ SIDE_MARK = ".unsaved-"
 
 
 def side_files(store_path: str) -> list[Path]:
-    """Side files beside a store, left by a process that could not store its results."""
+    """Side files beside a store, left by a process that could not store its results or that ended before
+    its session did; the journal of a session whose process still runs is not one of them."""
     store = Path(store_path).resolve()
-    return sorted(p for p in store.parent.glob(f"{store.name}{SIDE_MARK}*.json") if p.is_file())
+    return sorted(p for p in store.parent.glob(f"{store.name}{SIDE_MARK}*.json") if p.is_file() and not _in_use(p))
+
+
+def _in_use(path: Path) -> bool:
+    """Whether a side file is the journal of a process that still runs (an unreadable one is not in use)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            owner = json.load(fh).get("owner")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    return owner is not None and owner_alive(owner) is True and owner.get("pid") != os.getpid()
 
 
 def write_atomic(path: Path, text: str) -> bool:
@@ -60,18 +76,30 @@ class Unsaved:
         self.sessions: dict[str, dict] = {}
         #: the side file of this process, once one was written
         self.path: str | None = None
+        #: where it was written before its folder stopped taking it (each holds fewer records)
+        self.earlier: list[str] = []
+
+    def write(self, error: str | None = None) -> str | None:
+        """Write (again) every record and session to this process's side file, fsynced before it replaces the
+        last one; its path, or None where no folder takes it. Where its folder no longer takes it (a full disk),
+        it moves to the next folder that does (`earlier` says where it was)."""
+        doc = {"harness_unsaved": 1, "store": str(Path(self.store_path).resolve()), "error": error,
+               "written_at": utc_now(), "owner": process_owner(),
+               "sessions": [session_doc(s) for s in self.sessions.values()], "records": self.records}
+        text = json.dumps(doc, default=str)
+        for target in self._targets():
+            if write_atomic(target, text):
+                if self.path and self.path != str(target):
+                    # the earlier copy stays until the session ends: removing it now could free the very space a
+                    # full store is waiting for, and a store that then takes one result more fails less clearly
+                    self.earlier.append(self.path)
+                self.path = str(target)
+                return self.path
+        return None
 
     def keep(self, exc: BaseException) -> StoreWriteError:
         """Write every record of this process to a side file; the error that says where."""
-        doc = {"harness_unsaved": 1, "store": str(Path(self.store_path).resolve()), "error": str(exc),
-               "written_at": utc_now(), "sessions": [session_doc(s) for s in self.sessions.values()],
-               "records": self.records}
-        text = json.dumps(doc, default=str)
-        kept = None
-        for target in self._targets():
-            if write_atomic(target, text):
-                kept = self.path = str(target)
-                break
+        kept = self.write(str(exc))
         if kept is None:
             sys.stderr.write("harness: the results below could not be stored or written to any file; "
                              "each line is one result record (JSON):\n")
@@ -81,21 +109,19 @@ class Unsaved:
         else:
             where = f"are kept in {kept}"
         return StoreWriteError(
-            f"store {self.store_path}: a result could not be stored: {explain(exc)}. Nothing measured is lost: that "
+            f"store {self.store_path}: a result could not be stored: {explain(exc, self.store_path)}. Nothing measured is lost: that "
             f"result and every other one this process measured ({len(self.records)} in all), with their session, "
             f"{where}", source=self.store_path, kept_in=kept)
 
     def _targets(self) -> list[Path]:
-        """Where the side file may go, first choice first: the one already written, else beside the store,
+        """Where the side file may go, first choice first: the one already written, then beside the store,
         the working folder, the temporary folder, the home folder."""
-        if self.path:
-            return [Path(self.path)]
         store = Path(self.store_path)
         sessions = "-".join(sorted(self.sessions))[:40] or "nosession"
         stamp = utc_now().replace(":", "").replace("-", "").split(".")[0]
         name = f"{store.name}{SIDE_MARK}{sessions}-{stamp}-{os.getpid()}.json"
         folders = [store.resolve().parent, Path.cwd(), Path(tempfile.gettempdir()), Path.home()]
-        out: list[Path] = []
+        out: list[Path] = [Path(self.path)] if self.path else []
         for folder in folders:
             if folder not in [p.parent for p in out]:
                 out.append(folder / name)

@@ -36,6 +36,10 @@ ENV_VARIABLES = (
 SYNC_API = "jax.block_until_ready(the last step's outputs), then time.perf_counter"
 
 
+#: The lowest compute capability jaxlib's CUDA plugins run on (JAX's installation notes: SM 5.2, Maxwell).
+JAXLIB_MIN_CAPABILITY = (5, 2)
+
+
 def gpus() -> list:
     """The GPUs JAX sees ([] when its CUDA plugin is absent or finds none)."""
     import jax
@@ -176,6 +180,18 @@ class JaxDevice(DeviceDefaults):
     def is_gpu(self) -> bool:
         """Whether the device is a GPU."""
         return self.jax.platform != "cpu"
+
+    def check_build(self) -> list[str]:
+        """On a GPU: whether this jaxlib can run on it. XLA compiles every kernel for the GPU it runs on (its own
+        LLVM and ptxas), so jaxlib has no list of architectures to miss; it has a lowest compute capability
+        (`JAXLIB_MIN_CAPABILITY`), below which the run is Unsupported."""
+        capability = compute_capability(self.jax) if self.is_gpu else None
+        if capability is None or tuple(capability) >= JAXLIB_MIN_CAPABILITY:
+            return []
+        low = ".".join(map(str, JAXLIB_MIN_CAPABILITY))
+        raise Unsupported(f"jaxlib {versions().get('jaxlib')} cannot run on {self.neutral} ({device_name(self.jax)}): "
+                          f"the GPU has compute capability {capability[0]}.{capability[1]}, and jaxlib's CUDA "
+                          f"support starts at {low}")
 
     # --- what the workloads call ------------------------------------------------------------------
 

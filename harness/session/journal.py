@@ -1,0 +1,137 @@
+"""The session's journal: each result made durable outside the store before the store is given it, and
+every result read back from the store when the session ends.
+
+Whatever store a session writes (the SQLite file, a database server), a result it measured is first
+written, fsynced, to the journal: a side file beside the store (`harness.results.store.sidefiles`,
+named `<store>.unsaved-<session>-...json`) holding the session and every result so far. Only then is
+the store given it. When the session ends, its results are read back through a fresh connection to
+the store; the journal is removed once every one of them is there. Otherwise it stays where
+`harness results --import` and `harness run --resume` take it (a resumed session counts its results
+as done), and the session ends with a StoreWriteError that names it.
+
+A process killed while writing (SIGKILL, SIGBUS from a store file made unwritable under it) leaves
+the journal behind; the next session into that store takes it in, and `--resume` counts it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from typing import Callable
+
+from harness.errors import StoreWriteError
+from harness.results.record import Result
+from harness.results.store.schema import stored_record
+from harness.results.store.sidefiles import Unsaved
+
+
+def _reopen(store):
+    """A fresh read-only connection to the store a session wrote (the same store: its own `reopen`)."""
+    return store.reopen(readonly=True)
+
+
+class Journal:
+    """A store seen through the session's journal: `add` writes the result to the journal, then to the store;
+    everything else is the store's own."""
+
+    def __init__(self, store, session: dict, reopen: Callable | None = None):
+        """`session` is the session as the store holds it (its id, plan, settings, state); `reopen` gives a
+        fresh read-only view of the same store (by default the store's class opened `readonly` at its path)."""
+        self.store = store
+        self.session_id = session["session_id"]
+        self._kept = Unsaved(store.path)
+        self._kept.sessions[self.session_id] = dict(session)
+        self._reopen = reopen or _reopen
+
+    @property
+    def file(self) -> str | None:
+        """The journal file, once a result was written to it."""
+        return self._kept.path
+
+    @property
+    def run_ids(self) -> list[str]:
+        """The run ids of every result this session produced, in order."""
+        return [r["run_id"] for r in self._kept.records]
+
+    def add(self, result: Result) -> None:
+        """The result written to the journal (fsynced), then given to the store (whose errors propagate).
+
+        SIGINT and SIGTERM wait until both are done: an interrupt between the two would leave a result in the
+        journal that the store never got, and the session would end calling it unreadable."""
+        with _signals_held():
+            self._kept.records.append(stored_record(result))
+            self._kept.write()  # where no folder takes it, the result is as durable as the store; settle says so
+            self.store.add(result)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def missing(self) -> tuple[list[str], str | None]:
+        """(run ids of this session's results a fresh view of the store does not give back, why none could be
+        read where it could not be opened or read)."""
+        wanted = self.run_ids
+        if not wanted:
+            return [], None
+        try:
+            with self._reopen(self.store) as reader:
+                there = {r.get("run_id") for r in reader.records([self.session_id])}
+        except Exception as exc:  # noqa: BLE001 - any store, any failure: what cannot be read back is not kept
+            return wanted, str(exc).split(". ")[0].splitlines()[0] if str(exc) else type(exc).__name__
+        return [run_id for run_id in wanted if run_id not in there], None
+
+    def settle(self, state: str, error: StoreWriteError | None) -> StoreWriteError | None:
+        """End the journal once the session is marked `state` and its store closed: removed where the store gives
+        back every result (or another side file, `error.kept_in`, holds them all); else kept, and the
+        StoreWriteError that says what could not be read back and where the results are."""
+        missing, why = self.missing()
+        if not missing:
+            self._remove()
+            return error
+        if error is not None and error.kept_in and error.kept_in != self.file and _holds(error.kept_in, self.run_ids):
+            self._remove()
+            return error
+        self._kept.sessions[self.session_id].update(state="failed" if state == "finished" else state)
+        reason = f"store {self.store.path}: {len(missing)} of the {len(self.run_ids)} result(s) this session produced " \
+                 f"cannot be read back from the store" + (f" ({why})" if why else "")
+        kept = self._kept.write(reason)
+        self._remove(only_earlier=True)
+        if kept is None:  # no folder takes a file: every record on standard error, and the error that says so
+            return self._kept.keep(RuntimeError(reason))
+        return StoreWriteError(f"{reason}. Nothing measured is lost: all {len(self.run_ids)}, with their session, are "
+                               f"kept in {kept}", source=self.store.path, kept_in=kept)
+
+    def _remove(self, only_earlier: bool = False) -> None:
+        """The journal's files removed (or only the earlier copies, each holding fewer results than the last)."""
+        for path in [*self._kept.earlier, None if only_earlier else self.file]:
+            if path:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM held back (delivered, to the session's handlers, when the block ends)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # a platform without it: nothing held
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _holds(path: str, run_ids: list[str]) -> bool:
+    """Whether a side file holds a record of every run id."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            have = {r.get("run_id") for r in json.load(fh).get("records", []) if isinstance(r, dict)}
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    return set(run_ids) <= have
