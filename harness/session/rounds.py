@@ -18,11 +18,22 @@ from harness.seam.runspec import RunSpec, new_id
 from harness.worker.measure import AUTO, measure_settings, process_bounds
 
 
+#: How far beyond `max_processes` a configuration's CI may be expected to reach its target and still get more
+#: processes: the 1/sqrt(n) rule is rough over a few processes, and a configuration a little short of its target
+#: at its most still gains from them; one that would need many times its most (processes 20% apart) does not.
+REACH = 4
+
+
 def wants_another(medians: list[float], attempts: int, measure: dict) -> bool:
     """Whether a configuration with these ok process medians after `attempts` processes (failed ones included)
     gets one more: `processes: auto` only, fewer than its most, at least 2 ok processes (a configuration that
     fails is not chased), and either fewer ok ones than its least or a 95% CI of the median over processes
-    wider than +/- process_ci_pct percent."""
+    wider than +/- process_ci_pct percent that its most can still bring within it.
+
+    A CI narrows about as 1/sqrt(processes): one of half-width h after n processes reaches the target t at
+    about n (h / t)^2. Where that is far beyond `max_processes` (REACH times it: a configuration whose processes
+    differ by 20%, say), more processes would be spent without coming near it: the configuration stops, and
+    its spread is what its records and the comparison's CI show."""
     cfg = measure_settings(measure)
     if cfg["processes"] != AUTO:
         return False
@@ -31,8 +42,10 @@ def wants_another(medians: list[float], attempts: int, measure: dict) -> bool:
         return False
     if len(medians) < least:
         return True
-    half = stats.ci_half_width_pct(medians)
-    return half is None or half > float(cfg["process_ci_pct"])
+    half, target = stats.ci_half_width_pct(medians), float(cfg["process_ci_pct"])
+    if half is None:
+        return True
+    return target < half and len(medians) * (half / target) ** 2 <= REACH * most
 
 
 @dataclass
