@@ -110,7 +110,9 @@ def _show_finished(finished: FinishedSession, wide: bool) -> None:
                        f"--store {shlex.quote(finished.store_path)}; then {finished.resume_command}", err=True)
     elif outcome.interrupted:
         name = signal.Signals(outcome.interrupted).name
-        click.echo(f"interrupted by {name}: {len(records)} of {finished.planned} run(s) finished and are stored in "
+        of = (f"{len(records)} of {finished.planned}" if len(records) <= finished.planned else
+              f"{len(records)} ({finished.planned} planned, {len(records) - finished.planned} added by processes: auto)")
+        click.echo(f"interrupted by {name}: {of} run(s) finished and are stored in "
                    f"{finished.store_path}; finish with: {finished.resume_command}", err=True)
     else:
         click.echo(configuration_summary(records, wide=wide))

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.present.report.page import markdown_table
+from harness.present.report.page import Markdown, markdown_table
 from harness.results.compare import (
     compare,
     describe_common,
@@ -130,10 +130,10 @@ def section_lines(section: PageSection, manifest: Manifest, records: list[Result
 def stores_table(manifest: Manifest, base: str) -> str:
     """Every store of the manifest, one row each: what, when, on what, with which software, by which command,
     and whether the page draws on it."""
-    rows = [{"store": f"[{s.file}]({_href(base, s.file)})", "measured": s.measured, "dates": ", ".join(s.dates),
+    rows = [{"store": Markdown(f"[{s.file}]({_href(base, s.file)})"), "measured": s.measured, "dates": ", ".join(s.dates),
              "hardware": s.hardware + (f", driver {s.driver}" if s.driver else ""),
              "software": ", ".join(f"{k} {v}" for k, v in s.software.items()),
-             "commit": s.commit or "not recorded", "command": f"`{s.command}`",
+             "commit": s.commit or "not recorded", "command": Markdown(f"`{s.command}`"),
              "on this page": "yes" if s.current else "no (kept as evidence)"}
             for s in manifest.stores]
     return markdown_table(rows)

@@ -51,6 +51,10 @@ def markdown_text(value) -> str:
     return str(value).translate(_MARKDOWN_ACTIVE)
 
 
+class Markdown(str):
+    """Text that is Markdown harness made itself (a link, code): `markdown_table` writes it as it is."""
+
+
 def markdown_table(rows: list[dict], limit: int | None = None) -> str:
     """Rows as a GitHub-flavoured Markdown table (columns in first-seen order, each cell `markdown_text`, column
     names with their pipes escaped).
@@ -62,6 +66,8 @@ def markdown_table(rows: list[dict], limit: int | None = None) -> str:
     columns = list(dict.fromkeys(k for r in rows for k in r))
 
     def esc(value) -> str:
+        if isinstance(value, Markdown):
+            return str(value)
         text = cell_text(value)
         return markdown_text(_short(text, limit) if limit else text)
 
