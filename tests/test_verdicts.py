@@ -181,3 +181,21 @@ def test_inconclusive_and_no_difference_are_not_regressions():
     few = compare(processes(1000.0, n=2, seed=1) + processes(500.0, n=2, backend="tensorflow", seed=2), ["backend"])
     assert few.iloc[0]["verdict"].startswith(INCONCLUSIVE)
     assert fail_if_slower(few, 5) == []
+
+
+def test_sides_measured_on_different_machines_say_so():
+    rng = np.random.default_rng(8)
+    records = []
+    for backend, host in (("torch", "node-a"), ("tensorflow", "node-b")):
+        for _ in range(4):
+            record = process_record(100.0, backend, rng=rng)
+            record["env"] = {"hostname": host}
+            records.append(record)
+    row = compare(records, ["backend"]).iloc[0]
+    assert "ran on different machines (node-a against node-b)" in row["warnings"]
+    same = [{**r, "env": {"hostname": "node-a"}} for r in records]
+    assert "different machines" not in compare(same, ["backend"]).iloc[0]["warnings"]
+    # a job's Slurm node names its machine
+    slurm = [{**r, "slurm": {"node": "gpu-7"}} for r in same]
+    slurm[0] = {**slurm[0], "slurm": {"node": "gpu-3"}}
+    assert "gpu-3, gpu-7 against gpu-7" in compare(slurm, ["backend"]).iloc[0]["warnings"]

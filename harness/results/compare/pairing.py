@@ -232,8 +232,29 @@ def _ratio_ci(base: Side, value: Side, ratio) -> tuple:
     return low, high, basis
 
 
+def host_of(record: Result) -> str | None:
+    """The machine a record was measured on: its Slurm node where a job ran it, else the host the worker saw."""
+    slurm = record.extra.get("slurm") if isinstance(record.extra, dict) else None
+    node = slurm.get("node") if isinstance(slurm, dict) else None
+    env = record.env if isinstance(record.env, dict) else {}
+    return node or env.get("hostname")
+
+
+def _hosts_warning(base_label: str, base: Side, value_label: str, value: Side, by: list[str]) -> list[str]:
+    """A comparison whose sides were measured on different machines says so (unless the machines are compared)."""
+    if {"device", "device_name"} & set(by):
+        return []
+    hosts_base = {h for h in map(host_of, base.records) if h}
+    hosts_value = {h for h in map(host_of, value.records) if h}
+    if not hosts_base or not hosts_value or hosts_base == hosts_value:
+        return []
+    return [f"{base_label} and {value_label} ran on different machines ({', '.join(sorted(hosts_base))} against "
+            f"{', '.join(sorted(hosts_value))}): the difference may be the machines'"]
+
+
 def _row_warnings(base_label: str, base: Side, value_label: str, value: Side, by: list[str]) -> dict:
-    warnings = _side_warnings(base_label, base.records, by) + _side_warnings(value_label, value.records, by)
+    warnings = (_hosts_warning(base_label, base, value_label, value, by)
+                + _side_warnings(base_label, base.records, by) + _side_warnings(value_label, value.records, by))
     busy = [w for w in (_busy_warning(base_label, base.records), _busy_warning(value_label, value.records)) if w]
     return dict(busy=bool(busy), warnings="; ".join(dict.fromkeys(busy + warnings)))
 
