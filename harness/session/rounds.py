@@ -17,7 +17,6 @@ from harness.results.record import Result
 from harness.seam.runspec import RunSpec, new_id
 from harness.worker.measure import AUTO, measure_settings, process_bounds
 
-
 #: How far beyond `max_processes` a configuration's CI may be expected to reach its target and still get more
 #: processes: the 1/sqrt(n) rule is rough over a few processes, and a configuration a little short of its target
 #: at its most still gains from them; one that would need many times its most (processes 20% apart) does not.
