@@ -116,7 +116,8 @@ def test_planted_0pct_difference_is_not_significant(tmp_path):
     assert row["ratio"] == pytest.approx(1.0, abs=0.01)
     assert row["ratio_ci_low"] <= 1.0 <= row["ratio_ci_high"]
     assert row["p_value"] > 0.05
-    assert row["verdict"] == SAME
+    # no difference, and the whole CI within 2% of 1: the two are the same within the minimum effect
+    assert row["verdict"] == "same within 2%" and 0.98 < row["ratio_ci_low"] and row["ratio_ci_high"] < 1.02
 
 
 def test_planted_10pct_slowdown_is_slower_and_fails_a_5pct_gate():
@@ -327,7 +328,7 @@ def test_table_format_shows_ratio_ci_and_verdict(tmp_path):
     result = invoke("compare", "--store", _stored_backends(tmp_path), "--by", "backend", "--baseline", "torch")
     assert result.exit_code == 0, result.output
     assert "ratio [95% CI]" in result.output and "processes" in result.output and "5 vs 5" in result.output
-    assert "faster" in result.output and "no difference found" in result.output
+    assert "faster" in result.output and "same within 2%" in result.output
     assert "compared: backend; every row: workload=resnet50_train" in result.output
 
 
@@ -335,7 +336,7 @@ def test_json_format_parses_to_one_object_per_row(tmp_path):
     result = invoke("compare", "--store", _stored_backends(tmp_path), "--by", "backend", "--format", "json")
     rows = json.loads(result.output)
     assert [r["batch_size"] for r in rows] == [32, 64]
-    assert rows[0]["verdict"] == "faster" and rows[1]["verdict"] == SAME
+    assert rows[0]["verdict"] == "faster" and rows[1]["verdict"] == "same within 2%"
     assert isinstance(rows[0]["p_value"], float)
 
 
