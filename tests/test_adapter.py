@@ -36,7 +36,7 @@ def device_classes() -> list[type]:
 
 def test_the_protocol_names_every_question_the_core_asks_of_a_device():
     assert set(PROTOCOL) == {"identity", "clock", "scope", "reset_peak", "peak_allocated_bytes", "after_timing",
-                             "replica_peaks", "profile"}
+                             "replica_peaks", "profile", "check_build"}
 
 
 @pytest.mark.parametrize("cls", device_classes(), ids=lambda cls: cls.__name__)

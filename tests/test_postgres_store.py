@@ -191,7 +191,7 @@ def test_a_dropped_connection_keeps_every_result_in_a_side_file_taken_in_next_ru
     store.add(spec)
     with psycopg.connect(pg_url, autocommit=True) as admin:  # the server ends the session's connection
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'harness'"
-                      " AND pid <> pg_backend_pid()")
+                      " AND datname = current_database() AND pid <> pg_backend_pid()")
     with pytest.raises(Exception) as failed:
         store.add(spec.updated(run_id="r2"))
     store._heartbeat.stop()

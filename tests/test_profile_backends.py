@@ -59,8 +59,9 @@ def test_tensorflow_cpu_run_profiled():
     assert result["profile"]["trace"] is None  # not asked to keep it
 
 
-@pytest.mark.skipif("jax" not in available_backends(),
-                    reason="the JAX plugin is installed in the current era only (the reference era has no harness-jax)")
+@pytest.mark.skipif("jax" not in available_backends() or importlib.util.find_spec("flax") is None,
+                    reason="the JAX plugin is installed in the current era only (the reference era has no harness-jax "
+                           "and no flax)")
 def test_jax_cpu_run_profiled():
     result = profiled("jax", {"execution": "compiled"})
     assert_well_formed(result["profile"], "jax.profiler", "convolution")

@@ -26,10 +26,13 @@ def test_validate_and_dry_run_count_the_same_runs_processes_included():
     for args in (["quickstart"], ["quickstart", "--set", "measure.processes=3"], ["gpu_comparison"]):
         validated = _invoke("validate", *args)
         assert validated.exit_code == 0, validated.output
-        runs = [int(n) for n in re.findall(r": ok: .* = (\d+) run\(s\)", validated.output)]
+        # a fixed count, or the least-most of processes: auto, whose least is what the plan holds at first
+        runs = [int(n) for n in re.findall(r": ok: .* = (\d+)(?:-\d+)? run\(s\)", validated.output)]
         assert sum(runs) == _planned(_invoke("run", *args, "--dry-run").output), validated.output
     quick = _invoke("validate", "quickstart").output
-    assert "2 configuration(s) x 5 process(es) = 10 run(s)" in quick
+    assert "2 configuration(s) x 4-10 process(es) = 8-20 run(s)" in quick
+    fixed = _invoke("validate", "quickstart", "--set", "measure.processes=5").output
+    assert "2 configuration(s) x 5 process(es) = 10 run(s)" in fixed
 
 
 def test_a_multi_document_file_over_the_run_limit_is_refused_by_validate_as_by_run(tmp_path):
@@ -48,9 +51,13 @@ def test_a_multi_document_file_over_the_run_limit_is_refused_by_validate_as_by_r
 
 def test_an_adaptive_process_count_is_counted_as_its_least_and_most():
     plan = prepare_session(SessionRequest(scenario_file="quickstart")).plan
-    assert count_plan(plan).runs == "10"
-    adaptive = [dataclasses.replace(s, measure={**s.measure, "processes": {"least": 2, "most": 8}})
-                for s in plan if s.replicate < 2]
-    count = count_plan(adaptive)
+    count = count_plan(plan)  # processes: auto plans its least (4) and may grow to its most (10)
+    assert (count.configurations, count.least, count.most) == (2, 8, 20)
+    assert count.runs == "8-20" and count.processes == "4-10"
+    fixed = prepare_session(SessionRequest(scenario_file="quickstart", overrides=("measure.processes=5",))).plan
+    assert count_plan(fixed).runs == "10" and count_plan(fixed).processes == "5"
+    narrow = [dataclasses.replace(s, measure={**s.measure, "min_processes": 2, "max_processes": 8})
+              for s in plan if s.replicate < 2]
+    count = count_plan(narrow)
     assert (count.configurations, count.least, count.most) == (2, 4, 16)
     assert count.runs == "4-16" and count.processes == "2-8"

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 from typing import Iterator
 
 #: The file beside a run's spec.json that names the process groups to pause while it is timed.
@@ -36,12 +37,34 @@ def _signal_group(pid: int, sig: int) -> bool:
         return False
 
 
+#: The longest the timed region waits for a paused process to have stopped (a signal is delivered asynchronously).
+STOP_WAIT_S = 2.0
+
+
+def _wait_stopped(pid: int, timeout: float = STOP_WAIT_S) -> None:
+    """Return once the process is stopped (state T in /proc), has left, or `timeout` has passed; at once where
+    there is no /proc to ask."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("T", "t", "Z", "X"):
+            return
+        time.sleep(0.001)
+
+
 @contextlib.contextmanager
 def paused() -> Iterator[list[int]]:
     """Stop the process groups named for this run (PAUSE_VARIABLE) for the duration of the block, then let them
-    go on; yields those that were stopped. One that has already left is skipped."""
+    go on; yields those that were stopped. The block starts only once each has stopped; one that has already
+    left is skipped."""
     pids = [int(p) for p in os.environ.get(PAUSE_VARIABLE, "").split(",") if p.strip().isdigit()]
     stopped = [pid for pid in pids if pid != os.getpgrp() and _signal_group(pid, signal.SIGSTOP)]
+    for pid in stopped:
+        _wait_stopped(pid)
     try:
         yield stopped
     finally:
