@@ -12,11 +12,8 @@ from dataclasses import dataclass
 
 from harness.errors import InputError
 from harness.results import stats
-from harness.results.compare.pairing import label, resolve_baseline
+from harness.results.compare.pairing import grouped, label, resolve_baseline
 from harness.results.compare.records import (
-    field_value,
-    hashable,
-    match_key,
     ok_records,
     parse_by,
 )
@@ -93,17 +90,6 @@ class Pair:
                 "baseline_processes": self.baseline.processes, "value_processes": self.value.processes}
 
 
-def _groups(records: list[Result], by: list[str]) -> tuple[list[tuple], dict]:
-    order: list[tuple] = []
-    groups: dict[tuple, dict[tuple, list[Result]]] = {}
-    for record in records:
-        value = tuple(hashable(field_value(record, f)) for f in by)
-        if value not in order:
-            order.append(value)
-        groups.setdefault(match_key(record, by), {}).setdefault(value, []).append(record)
-    return order, groups
-
-
 def breakdown_pairs(records, by, baseline: str | None = None) -> list[Pair]:
     """Each compared value's breakdown beside its match group's baseline (the value named, else the first
     seen), for the ok records that carry a breakdown. InputError where no record has one, or no two
@@ -113,7 +99,7 @@ def breakdown_pairs(records, by, baseline: str | None = None) -> list[Pair]:
     if not profiled:
         raise InputError("--breakdown: no ok result carries a profile breakdown; run with --profile "
                          "(or measure.profile: true) first", field="--breakdown")
-    order, groups = _groups(profiled, by)
+    order, groups = grouped(profiled, by)
     wanted = resolve_baseline(baseline, by, order) if baseline is not None else None
     pairs = []
     for key, sides in groups.items():

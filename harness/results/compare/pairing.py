@@ -317,7 +317,7 @@ def _comparable(records, by, metric: str, min_effect) -> tuple[list[Result], lis
     return [r for r in records if all(f in record_params(r) for f in params_by)], by
 
 
-def _grouped(records: list[Result], by: list[str]) -> tuple[list[tuple], dict]:
+def grouped(records: list[Result], by: list[str]) -> tuple[list[tuple], dict]:
     """(compared values in the order first seen, {match key: {compared value: [records]}})."""
     # the order values are first seen in (records come oldest first) sets the default baseline
     order: list[tuple] = []
@@ -360,7 +360,7 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     import pandas as pd
 
     records, by = _comparable(records, by, metric, min_effect)
-    order, groups = _grouped(records, by)
+    order, groups = grouped(records, by)
     wanted = resolve_baseline(baseline, by, order) if baseline is not None else None
     # by the replicas parameter alone, a throughput's rows say how well it scaled (global rate / R x rate at 1)
     by_scaling = metric == "median" and len(by) == 1 and any(
