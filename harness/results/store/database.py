@@ -24,6 +24,7 @@ from harness.results.store.queries import StoreQueries
 from harness.results.store.schema import (
     SESSION_KEYS,
     clean,
+    imported_session_row,
     insert_result,
     result_row,
     stored_record,
@@ -215,11 +216,7 @@ class Store(StoreQueries):
     def _insert_session(self, s: dict) -> int:
         """Insert an imported session unless its id is stored already (1 if it was new); one left `running`
         by the process that wrote it is `interrupted` here."""
-        state = "interrupted" if s.get("state") == "running" else s.get("state") or "interrupted"
         cursor = self._db.execute(
             "INSERT OR IGNORE INTO sessions (session_id, started_at, finished_at, state, scenario_path, command, plan,"
-            " settings, owner) VALUES (?,?,?,?,?,?,?,?,?)",
-            (s["session_id"], s.get("started_at") or utc_now(), s.get("finished_at"), state, s.get("scenario_path"),
-             s.get("command"), json.dumps(s.get("plan") or [], default=str),
-             json.dumps(s.get("settings") or {}, default=str), json.dumps(s.get("owner")) if s.get("owner") else None))
+            " settings, owner) VALUES (?,?,?,?,?,?,?,?,?)", imported_session_row(s, s.get("command")))
         return cursor.rowcount

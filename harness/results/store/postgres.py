@@ -41,6 +41,7 @@ from harness.results.store.schema import (
     POSTGRES_SCHEMA,
     SESSION_KEYS,
     clean,
+    imported_session_row,
     result_row,
     stored_record,
     upsert_result,
@@ -314,11 +315,8 @@ class PostgresStore(StoreQueries):
     def _insert_session(self, s: dict) -> int:
         """Insert an imported session unless its id is stored already (1 if it was new); one left `running`
         by the process that wrote it is `interrupted` here."""
-        state = "interrupted" if s.get("state") == "running" else s.get("state") or "interrupted"
         cursor = self._db.execute(
             "INSERT INTO sessions (session_id, started_at, finished_at, state, scenario_path, command, plan,"
             " settings, owner) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (session_id) DO NOTHING",
-            (s["session_id"], s.get("started_at") or utc_now(), s.get("finished_at"), state, s.get("scenario_path"),
-             redact(s["command"]) if s.get("command") else None, json.dumps(s.get("plan") or [], default=str),
-             json.dumps(s.get("settings") or {}, default=str), json.dumps(s.get("owner")) if s.get("owner") else None))
+            imported_session_row(s, redact(s["command"]) if s.get("command") else None))
         return cursor.rowcount

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 
-from harness.results.record import Result
+from harness.results.record import Result, utc_now
 
 #: The first bytes of every SQLite file.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -75,6 +75,16 @@ def result_row(record: dict) -> tuple:
         record.get("status"), record.get("metric"), record.get("median"), record.get("started_at"),
         json.dumps(record, default=str),
     )
+
+
+def imported_session_row(s: dict, command: str | None) -> tuple:
+    """The sessions-table values of a session taken in from a side file or another store, in column order
+    (session_id, started_at, finished_at, state, scenario_path, command, plan, settings, owner); one left
+    `running` by the process that wrote it is `interrupted` here."""
+    state = "interrupted" if s.get("state") == "running" else s.get("state") or "interrupted"
+    return (s["session_id"], s.get("started_at") or utc_now(), s.get("finished_at"), state, s.get("scenario_path"),
+            command, json.dumps(s.get("plan") or [], default=str), json.dumps(s.get("settings") or {}, default=str),
+            json.dumps(s.get("owner")) if s.get("owner") else None)
 
 
 def session_doc(session: dict) -> dict:
