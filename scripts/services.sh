@@ -144,10 +144,15 @@ start_postgres() {
     log "postgresql: online on 127.0.0.1:5432, database ${PG_DB}"
 }
 
-need_packages
-start_munge
-start_slurm
-start_postgres
+# Only the settings go to standard output (for eval); everything the daemons' tools print (pg_ctlcluster's
+# "Removed stale pid file", say) goes to standard error, which the daemons may keep open: a command
+# substitution waits only for standard output to close.
+{
+    need_packages
+    start_munge
+    start_slurm
+    start_postgres
+} >&2
 if [ "${1:-}" = "--env" ]; then
     echo "export HARNESS_TEST_POSTGRES='${PG_URL}'"
 fi
