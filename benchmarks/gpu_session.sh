@@ -5,6 +5,7 @@
 #     compile-reduce-overhead, capacity
 #   torch against TensorFlow (benchmarks/h200/frameworks_*.yaml): tf-keras3, tf-legacy (tf_keras), tf-handloop,
 #     tf-extra (recompute under tf.function and XLA, TF eager), frameworks-torch, frameworks-gemm
+#   why one side is slower (docs/profile.md): breakdown, breakdown-unprofiled (its own STORE)
 #   A/A: aa-sessions (one GPU, two sessions), aa-gpus (cuda:0 against cuda:1)
 #   the largest batch that trains: cap-BACKEND-PRECISION-RECOMPUTE, one search a phase (cap-torch-fp32-none ...
 #     cap-tf-amp_bf16-blocks); capacity-torch, capacity-torch-recompute, capacity-tf, capacity-tf-recompute,
@@ -150,6 +151,20 @@ for phase in $PHASES; do
     gpu-comparison-tf)  # TensorFlow's half (~6 min; finish with harness run --resume SESSION if it is stopped)
       $H run scenarios/gpu_comparison.yaml --backend tf --store "$STORE"
       $H compare --by device --store "$STORE" ;;
+    breakdown)  # where each framework's ResNet-50 step goes (profiled after timing), and the GEMM sanity check
+      $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend torch \
+        --set 'execution=[eager, cuda_graph, compiled]' --store "$STORE"
+      $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend tf --set 'execution=[graph, compiled]' \
+        --store "$STORE"
+      HARNESS_BACKENDS=jax=harness_jax:JaxBackend PYTHONPATH=$PYTHONPATH:$PWD/plugins/harness-jax \
+        $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend jax --set execution=compiled --store "$STORE"
+      $H run benchmarks/h200/breakdown.yaml --document breakdown-gemm --store "$STORE"
+      $H compare --by backend,execution --baseline torch,eager --breakdown --store "$STORE" ;;
+    breakdown-unprofiled)  # the same steps with profiling off (STORE of its own): timed figures must not move
+      $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend torch --set execution=eager \
+        --set measure.profile=false --store "$STORE"
+      $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend tf --set execution=graph \
+        --set measure.profile=false --store "$STORE" ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;
   esac
   # the store whole in $OUT, with no -wal/-shm beside it
