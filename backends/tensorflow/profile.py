@@ -8,14 +8,12 @@ On a GPU the spans are the kernels, copies and sets of the GPU's streams; on the
 
 from __future__ import annotations
 
-import glob
-import os
-import tempfile
 from typing import Any, Callable
 
 from backends.tensorflow import compat
+from harness.worker import xspace
 from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules
-from harness.worker.xspace import XEvent, gpu_spans, host_op_spans, window_of
+from harness.worker.xspace import XEvent, XSpaceProfiler, newest_xspace
 
 #: The annotation (a TraceMe) around the profiled steps: its span on the host plane is the window.
 WINDOW = "harness.profiled_steps"
@@ -78,14 +76,6 @@ def read_xspace(path: str) -> list[XEvent]:
     return out
 
 
-def newest_xspace(logdir: str) -> str:
-    """The `.xplane.pb` the profiler wrote last under logdir; FileNotFoundError where it wrote none."""
-    found = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    if not found:
-        raise FileNotFoundError(f"TensorFlow's profiler wrote no .xplane.pb under {logdir}")
-    return max(found, key=os.path.getmtime)
-
-
 def profiled(step: Callable[[], Any], sync: Callable[[], None], steps: int, logdir: str) -> str:
     """Run `steps` steps under TensorFlow's profiler inside the window annotation, the devices waited for
     before it closes; the XSpace file it wrote."""
@@ -98,28 +88,15 @@ def profiled(step: Callable[[], Any], sync: Callable[[], None], steps: int, logd
             sync()
     finally:
         tf.profiler.experimental.stop()
-    return newest_xspace(logdir)
+    return newest_xspace(logdir, "TensorFlow's profiler")
+
+
+PROFILER = XSpaceProfiler(name="tf.profiler.experimental", profiled=profiled, read=read_xspace, window=WINDOW,
+                          host_ops="TensorFlow and XLA ops on the host's threads", rules=TF_RULES)
 
 
 def capture(step: Callable[[], Any], gpu_index: int | None, steps: int, trace_dir: str | None) -> Capture:
     """One step, then `steps` under the profiler; the breakdown's capture (GPU `gpu_index`'s streams, or the
     host's ops where it is None). Raises where the profiler cannot run or saw nothing."""
     sync, _ = compat.device_sync()
-    step()
-    sync()
-    scratch = None if trace_dir else tempfile.TemporaryDirectory(prefix="harness-profile-")
-    try:
-        path = profiled(step, sync, steps, trace_dir or scratch.name)
-        events = read_xspace(path)
-    finally:
-        if scratch is not None:
-            scratch.cleanup()
-    window = window_of(events, WINDOW)
-    spans = gpu_spans(events, gpu_index) if gpu_index is not None else host_op_spans(events)
-    if not spans:
-        where = f"GPU {gpu_index}'s streams (is CUPTI missing?)" if gpu_index is not None else "the host's threads"
-        raise RuntimeError(f"TensorFlow's profiler saw no kernel or op on {where}")
-    source = "tf.profiler.experimental (XSpace): " + ("GPU stream kernels, copies and sets" if gpu_index is not None
-                                                      else "TensorFlow and XLA ops on the host's threads")
-    return Capture(source=source, activity="cpu" if gpu_index is None else "gpu", spans=spans, window=window,
-                   steps=steps, rules=TF_RULES, trace=None if scratch is not None else path)
+    return xspace.capture(PROFILER, step, sync, gpu_index, steps, trace_dir)

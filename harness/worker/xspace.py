@@ -9,10 +9,14 @@ on the CPU the framework's op events of the host plane, which the backend marks 
 
 from __future__ import annotations
 
+import glob
+import os
 import re
+import tempfile
 from dataclasses import dataclass
+from typing import Any, Callable
 
-from harness.worker.profile import Span
+from harness.worker.profile import Capture, Rules, Span
 
 #: The host plane and a GPU's device plane, as the XSpace format names them.
 HOST_PLANE = "/host:CPU"
@@ -64,3 +68,51 @@ def host_op_spans(events: list[XEvent]) -> list[Span]:
     """The framework's ops on the host's threads, each named by its kind (op type, HLO op, without the number
     XLA gives each instance), so that the rules and the top list see `Conv2D` or `convolution`, not one op."""
     return [e.span(INSTANCE.sub("", e.kind)) for e in events if e.plane == HOST_PLANE and e.kind and e.duration_ns > 0]
+
+
+def newest_xspace(logdir: str, profiler: str) -> str:
+    """The `.xplane.pb` the profiler wrote last under logdir; FileNotFoundError (naming `profiler`) where it
+    wrote none."""
+    found = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    if not found:
+        raise FileNotFoundError(f"{profiler} wrote no .xplane.pb under {logdir}")
+    return max(found, key=os.path.getmtime)
+
+
+@dataclass(frozen=True)
+class XSpaceProfiler:
+    """What differs between the frameworks that write XSpace: the profiler's name, how it runs `steps` steps
+    inside the window annotation into a log folder (returning the `.xplane.pb`), how its file is read, the
+    annotation, what the host's op events are, and the backend's rules."""
+
+    name: str
+    profiled: Callable[[Callable[[], Any], Callable[[], None], int, str], str]
+    read: Callable[[str], list[XEvent]]
+    window: str
+    host_ops: str
+    rules: Rules
+
+
+def capture(profiler: XSpaceProfiler, step: Callable[[], Any], sync: Callable[[], None], gpu_index: int | None,
+            steps: int, trace_dir: str | None) -> Capture:
+    """One step, then `steps` under the profiler; the breakdown's capture (GPU `gpu_index`'s streams, or the
+    host's op events where it is None). The trace is kept in `trace_dir` where given, else in a scratch folder
+    removed here. Raises where the profiler cannot run or saw nothing."""
+    step()
+    sync()
+    scratch = None if trace_dir else tempfile.TemporaryDirectory(prefix="harness-profile-")
+    try:
+        path = profiler.profiled(step, sync, steps, trace_dir or scratch.name)
+        events = profiler.read(path)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    spans = gpu_spans(events, gpu_index) if gpu_index is not None else host_op_spans(events)
+    if not spans:
+        where = f"GPU {gpu_index}'s streams (is CUPTI missing?)" if gpu_index is not None else "the host's threads"
+        raise RuntimeError(f"{profiler.name} saw no kernel or op on {where}")
+    source = f"{profiler.name} (XSpace): " + ("GPU stream kernels, copies and sets" if gpu_index is not None
+                                               else profiler.host_ops)
+    return Capture(source=source, activity="cpu" if gpu_index is None else "gpu", spans=spans,
+                   window=window_of(events, profiler.window), steps=steps, rules=profiler.rules,
+                   trace=None if scratch is not None else path)

@@ -7,13 +7,11 @@ events carrying an `hlo_op` stat) on the host's threads, named by their op.
 
 from __future__ import annotations
 
-import glob
-import os
-import tempfile
 from typing import Any, Callable
 
+from harness.worker import xspace
 from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules
-from harness.worker.xspace import XEvent, gpu_spans, host_op_spans, window_of
+from harness.worker.xspace import XEvent, XSpaceProfiler, newest_xspace
 
 #: The annotation around the profiled steps: its span on the host plane is the window.
 WINDOW = "harness.profiled_steps"
@@ -69,31 +67,15 @@ def profiled(step: Callable[[], Any], sync: Callable[[], None], steps: int, logd
             sync()
     finally:
         jax.profiler.stop_trace()
-    found = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    if not found:
-        raise FileNotFoundError(f"jax.profiler wrote no .xplane.pb under {logdir}")
-    return max(found, key=os.path.getmtime)
+    return newest_xspace(logdir, "jax.profiler")
+
+
+PROFILER = XSpaceProfiler(name="jax.profiler", profiled=profiled, read=read_xspace, window=WINDOW,
+                          host_ops="XLA's HLO ops on the host's threads", rules=JAX_RULES)
 
 
 def capture(step: Callable[[], Any], sync: Callable[[], None], gpu_index: int | None, steps: int,
             trace_dir: str | None) -> Capture:
     """One step, then `steps` under jax.profiler; the breakdown's capture (GPU `gpu_index`'s streams, or XLA's
     ops on the host where it is None). Raises where the profiler cannot run or saw nothing."""
-    step()
-    sync()
-    scratch = None if trace_dir else tempfile.TemporaryDirectory(prefix="harness-profile-")
-    try:
-        path = profiled(step, sync, steps, trace_dir or scratch.name)
-        events = read_xspace(path)
-    finally:
-        if scratch is not None:
-            scratch.cleanup()
-    spans = gpu_spans(events, gpu_index) if gpu_index is not None else host_op_spans(events)
-    if not spans:
-        where = f"GPU {gpu_index}'s streams (is CUPTI missing?)" if gpu_index is not None else "the host's threads"
-        raise RuntimeError(f"jax.profiler saw no kernel or HLO op on {where}")
-    source = "jax.profiler (XSpace): " + ("GPU stream kernels, copies and sets" if gpu_index is not None
-                                          else "XLA's HLO ops on the host's threads")
-    return Capture(source=source, activity="cpu" if gpu_index is None else "gpu", spans=spans,
-                   window=window_of(events, WINDOW), steps=steps, rules=JAX_RULES,
-                   trace=None if scratch is not None else path)
+    return xspace.capture(PROFILER, step, sync, gpu_index, steps, trace_dir)
