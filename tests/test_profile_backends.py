@@ -53,9 +53,13 @@ def test_profiling_off_leaves_the_record_without_a_profile():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="tensorflow is not installed")
-def test_tensorflow_cpu_run_profiled():
-    result = profiled("tensorflow", {"image_size": 64, "memory_format": "channels_last", "execution": "graph"})
+@pytest.mark.parametrize("execution", ["graph", "eager"])
+def test_tensorflow_cpu_run_profiled(execution):
+    # graph: the ops' `name:Type` events on the executor's threads; eager: the eager runtime's event around each
+    # op run on the calling thread (a tf.function's call is not an op of its own)
+    result = profiled("tensorflow", {"image_size": 64, "memory_format": "channels_last", "execution": execution})
     assert_well_formed(result["profile"], "tf.profiler", "Conv2DBackpropInput")
+    assert not any(k["name"].startswith("__inference") for k in result["profile"]["top"])
     assert result["profile"]["trace"] is None  # not asked to keep it
 
 

@@ -8,6 +8,7 @@ On a GPU the spans are the kernels, copies and sets of the GPU's streams; on the
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from backends.tensorflow import compat
@@ -49,13 +50,24 @@ def xplane_module():
     return xplane_pb2
 
 
+#: The eager runtime's event around one op it runs on the calling thread (`EagerLocalExecute: Conv2D`): on the
+#: CPU the op's kernel runs inside it, so it is the eager op's span. A tf.function's call is one too
+#: (`__inference_...`, `StatefulPartitionedCall`): its ops have events of their own and it is left out.
+EAGER_OP = "EagerLocalExecute: "
+FUNCTION_CALL = re.compile(r"^(__inference_|__forward_|__backward_)|PartitionedCall$")
+
+
 def _kind(plane, metadata, event) -> str:
-    """A host event's op kind: XLA's `hlo_op` stat, or TensorFlow's op type (the `name:Type` events)."""
+    """A host event's op kind: XLA's `hlo_op` stat, TensorFlow's op type (the `name:Type` events of a graph's
+    ops), or the op of an eager op's event."""
     for stat in event.stats:
         if plane.stat_metadata[stat.metadata_id].name == "hlo_op":
             return stat.str_value or metadata.name
     if metadata.display_name and ":" in metadata.name:
         return metadata.display_name
+    if metadata.name.startswith(EAGER_OP):
+        op = metadata.name[len(EAGER_OP):]
+        return "" if FUNCTION_CALL.search(op) else op
     return ""
 
 
