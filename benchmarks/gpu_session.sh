@@ -5,6 +5,8 @@
 #     compile-reduce-overhead, capacity
 #   torch against TensorFlow (benchmarks/h200/frameworks_*.yaml): tf-keras3, tf-legacy (tf_keras), tf-handloop,
 #     tf-extra (recompute under tf.function and XLA, TF eager), frameworks-torch, frameworks-gemm
+#   the bundled frameworks file at its defaults, a precision a phase: frameworks-tf32, frameworks-amp_bf16,
+#     frameworks-amp_fp16 (resume:SESSION goes on with a stopped one)
 #   why one side is slower (docs/profile.md): breakdown, breakdown-unprofiled (its own STORE)
 #   A/A: aa-sessions (one GPU, two sessions), aa-gpus (cuda:0 against cuda:1)
 #   the largest batch that trains: cap-BACKEND-PRECISION-RECOMPUTE, one search a phase (cap-torch-fp32-none ...
@@ -151,6 +153,14 @@ for phase in $PHASES; do
     gpu-comparison-tf)  # TensorFlow's half (~6 min; finish with harness run --resume SESSION if it is stopped)
       $H run scenarios/gpu_comparison.yaml --backend tf --store "$STORE"
       $H compare --by device --store "$STORE" ;;
+    frameworks-tf32|frameworks-amp_bf16|frameworks-amp_fp16)  # one precision of the bundled frameworks.yaml's ResNet-50
+      # document at its defaults (calibrated blocks, processes: auto): compare --by backend pairs nothing across
+      # precisions, so each part is a comparison of its own, measured on one machine. A part stopped by the ten
+      # minutes of one call goes on with the phase resume:SESSION on the same machine.
+      $H run scenarios/frameworks.yaml --document frameworks-resnet50 --set precision="${phase#frameworks-}" --store "$STORE"
+      $H compare --by backend --store "$STORE" ;;
+    resume:*)  # go on with a stopped session of this store
+      $H run --resume "${phase#resume:}" --store "$STORE" ;;
     breakdown)  # where each framework's ResNet-50 step goes (profiled after timing), and the GEMM sanity check
       $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend torch \
         --set 'execution=[eager, cuda_graph, compiled]' --store "$STORE"

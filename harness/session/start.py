@@ -62,7 +62,8 @@ def _scale(path, backends: list[str] | None, devices: list[str] | None) -> int:
     return scale
 
 
-def load_filtered(path, overrides: list[str], limit: int, backends: list[str] | None, devices: list[str] | None):
+def load_filtered(path, overrides: list[str], limit: int, backends: list[str] | None, devices: list[str] | None,
+                  documents: tuple[str, ...] = ()):
     """The file's scenarios, its run limit checked on the runs --backend and --device leave.
 
     The scenario loader refuses a file whose runs exceed the limit before anything is expanded
@@ -73,7 +74,8 @@ def load_filtered(path, overrides: list[str], limit: int, backends: list[str] | 
     """
     scale = _scale(path, backends, devices)
     try:
-        return load_scenarios(path, overrides, max_runs=limit if scale == 1 else max(limit, DEFAULT_MAX_RUNS) * scale)
+        return load_scenarios(path, overrides, max_runs=limit if scale == 1 else max(limit, DEFAULT_MAX_RUNS) * scale,
+                              documents=documents)
     except InputError as exc:
         if scale > 1 and exc.field == "sweep" and "more than the limit" in str(exc):
             raise InputError(f"{path}: even the runs of {_chosen(backends, devices)} are more than "
@@ -83,19 +85,6 @@ def load_filtered(path, overrides: list[str], limit: int, backends: list[str] | 
                              "the sweep, or lower --set measure.processes=N", source=str(path),
                              field="--max-runs") from None
         raise
-
-
-def chosen_documents(path, scenarios: list, names) -> list:
-    """The documents of the file that --document names (every one when none is named); InputError for a name that
-    is no document's."""
-    if not names:
-        return scenarios
-    known = [s.name for s in scenarios]
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise InputError(f"--document {unknown[0]}: {path} has no document of that name (it has: {', '.join(known)})",
-                         source=str(path), field="--document")
-    return [s for s in scenarios if s.name in names]
 
 
 def written_for(scenarios: list, chosen: list[str] | None) -> tuple[list, list]:
@@ -141,8 +130,7 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
     chosen = chosen_backends(request.backends)
     devices = list(dict.fromkeys(normalize_device(d) for d in request.devices)) or None
     limit = request.max_runs or DEFAULT_MAX_RUNS
-    loaded = chosen_documents(path, load_filtered(path, list(request.overrides), limit, chosen, devices),
-                              request.documents)
+    loaded = load_filtered(path, list(request.overrides), limit, chosen, devices, request.documents)
     scenarios, skipped = written_for(loaded, chosen)
     if skipped:
         notice(f"--backend {' '.join(chosen)}: runs the documents of {path} written for it; skipped "

@@ -584,16 +584,32 @@ def _workload_of(data: dict):
     return WORKLOADS.get(name) if isinstance(name, str) else None
 
 
+def named_documents(documents: list, names, source: str) -> list:
+    """The documents whose `name` is one of `names` (every one when none is given); InputError for a name that
+    is no document's."""
+    if not names:
+        return documents
+    known = [d.get("name") for d in documents if isinstance(d, dict)]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"--document {unknown[0]}: {source} has no document of that name (it has: "
+                         f"{', '.join(map(str, known))})", source=source, field="--document")
+    return [d for d in documents if isinstance(d, dict) and d.get("name") in names]
+
+
 def load_scenarios(
-    path: str | os.PathLike, overrides: list[str] | None = None, *, max_runs: int = DEFAULT_MAX_RUNS
+    path: str | os.PathLike, overrides: list[str] | None = None, *, max_runs: int = DEFAULT_MAX_RUNS,
+    documents: tuple[str, ...] = (),
 ) -> list[Scenario]:
-    """Read, override and validate every scenario of a file; InputError (exit 2) for any problem.
+    """Read, override and validate every scenario of a file (only those named in `documents`, where given, so
+    that a `--set` meant for one document is not checked against the others); InputError (exit 2) for any
+    problem.
 
     A `--set` of a workload parameter applies to the documents whose workload has it; one that
     no document has is an error. `max_runs` bounds the runs of all documents together.
     """
     source = str(path)
-    documents = read_scenario_documents(path)
+    documents = named_documents(read_scenario_documents(path), documents, source)
     overrides = list(overrides or [])
     for text in overrides:
         key, _ = parse_override(text)
