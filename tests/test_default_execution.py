@@ -252,3 +252,22 @@ def test_the_bundled_defaults_scenario_plans_each_framework_s_default_path():
         ("tensorflow", "keras3"), ("tensorflow", "tf_keras"), ("torch", None)]
     (train,) = load_scenarios(resolve_scenario_path("resnet50_train"), [])
     assert {s.params["execution"] for s in build_plan(train, "s")} == {"default"}  # never TF eager by default
+
+
+# --- compare pairs the default paths like any other mode -------------------------------------------------
+
+
+def test_compare_by_backend_pairs_default_with_default_and_never_with_another_mode(tmp_path):
+    from harness.results.compare import compare
+    from harness.results.store import load_results
+    from tests.test_compare import processes, store_records
+
+    path = store_records(tmp_path / "h.db",
+                         processes(1000.0, backend="torch", seed=1, execution="default")
+                         + processes(3000.0, backend="tensorflow", seed=2, execution="default")
+                         + processes(900.0, backend="tensorflow", seed=3, execution="graph"))
+    table = compare(load_results(path), ["backend"], baseline="torch")
+    assert len(table) == 1  # torch has no graph record: the graph one pairs with nothing
+    row = table.iloc[0]
+    assert (row["baseline"], row["value"]) == ("torch", "tensorflow")
+    assert row["ratio"] == pytest.approx(3.0, rel=0.02)
