@@ -100,7 +100,7 @@ class TorchBackend(Backend):
     #: replicas > 1: DistributedDataParallel, one process per replica, launched through torchrun
     data_parallel: ClassVar[bool] = True
 
-    #: optimize_ddp came later: at torch's default it is left out, so earlier records keep their run_key
+    #: optimize_ddp and cudnn_benchmark came later: left out at their defaults, so earlier records keep their run_key
     keyed_off_default: ClassVar[tuple[str, ...]] = ("optimize_ddp", "cudnn_benchmark")
 
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
