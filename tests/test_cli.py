@@ -483,10 +483,10 @@ def test_backend_runs_the_documents_written_for_it_and_replaces_only_where_none_
     plan = [line for line in tf.output.splitlines() if line.strip()[:1].isdigit()]
     assert plan and all(" tensorflow on " in line for line in plan)
     assert not any("execution=eager" in line and "resnet50_train" in line for line in plan)
-    assert "plan: 16 run(s)" in tf.output  # gemm 8, tf.function ResNet 8
+    assert "plan: 16 run(s)" in tf.output  # gemm 8, model.fit ResNet 8
     assert "skipped gpu-comparison-resnet50-torch (written for torch)" in tf.output
     torch = _invoke("run", "gpu_comparison", "--dry-run", "--wide", "--backend", "torch")
-    assert "plan: 16 run(s)" in torch.output and "execution=graph" not in torch.output
+    assert "plan: 16 run(s)" in torch.output and "execution=default" not in torch.output
     # a file written for one framework runs whole on another (the capacity file lists torch alone)
     single = _invoke("run", "benchmarks/h200/capacity.yaml", "--dry-run", "--wide", "--backend", "tf")
     assert single.exit_code == 0 and " tensorflow on cuda:0" in single.output and "skipped" not in single.output

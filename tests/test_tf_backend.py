@@ -89,7 +89,7 @@ def test_backend_declares_its_names_and_techniques():
     assert backend.name == "tensorflow" and "tf" in backend.aliases
     assert backend.workloads["resnet50_train"]["recompute"] == ("none", "blocks")
     assert backend.unsupported_reason("gemm", {"precision": "tf32"}, "cpu").startswith("TF32")
-    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "cuda_graph", "compiled")
+    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "cuda_graph", "compiled", "default")
     assert backend.validate_options({}) == {"keras": "auto"}
     with pytest.raises(ValueError, match="keras"):
         backend.validate_options({"keras": "keras4"})

@@ -85,7 +85,7 @@ def test_backend_declares_its_names_and_techniques():
     assert (backend.name, backend.aliases, backend.distributions) == ("torch", ("pytorch",), ("torch",))
     assert backend.workloads["gemm"]["precision"] == ("fp32", "tf32", "fp16", "bf16")
     assert backend.workloads["resnet50_train"]["recompute"] == ("none", "blocks")
-    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "cuda_graph", "compiled")
+    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "cuda_graph", "compiled", "default")
     assert backend.installed()
     assert backend.validate_options({}) == {"compile_mode": "default"}
     with pytest.raises(ValueError, match="keras: unknown option"):

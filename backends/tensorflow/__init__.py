@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from backends.tensorflow.launcher import tensorflow_launch
 from harness.errors import ONEDNN_ALLOCATION, first_line, line_naming
@@ -45,9 +45,12 @@ KERAS3_BEFORE_216 = "TensorFlow {version} bundles Keras 2 (tf.keras) only; Keras
 NO_TF_KERAS = ("keras=tf_keras needs the tf_keras package beside TensorFlow {version} "
                "(pip install 'tf_keras~={minor}.0'); it is not installed")
 EAGER_TRAINING = (
-    "TensorFlow eager runs the training step op by op from Python, a debugging mode (Keras's fit runs the "
-    "step as a tf.function): compare execution graph or compiled for TensorFlow's training speed"
+    "TensorFlow eager runs the training step op by op from Python, a debugging mode (Keras's fit runs the step "
+    "as a tf.function, XLA-compiled by Keras 3 on a GPU): compare execution default (model.fit as Keras "
+    "resolves it), graph or compiled for TensorFlow's training speed"
 )
+OPTIMIZER_JIT_KERAS3 = ("tensorflow.optimizer_jit_compile=true is Keras 2's (tf_keras's) setting: Keras 3's "
+                        "optimizers compile nothing themselves (XLA follows execution, or compile's jit_compile)")
 
 
 CUDA_GRAPH_DATA_PARALLEL = NO_CUDA_GRAPH
@@ -95,6 +98,17 @@ class TensorFlowOptions(BaseModel):
     #: GPUs, ReductionToOneDevice over logical CPU devices on the CPU). One machine only. Left out of a
     #: record's options at its default.
     strategy: Literal["multi_worker", "mirrored"] = "multi_worker"
+    #: Keras 2's (tf_keras, tf.keras before TF 2.16) XLA compilation of the optimizer's update in the eager,
+    #: graph and compiled modes: False (harness's default there, so that only `execution` decides XLA) or
+    #: True (Keras 2's own default on a GPU). Under `execution: default` Keras's own default always holds.
+    #: Keras 3 optimizers compile nothing themselves: True is unsupported there. Recorded in api.optimizer;
+    #: left out of a record's options at its default.
+    optimizer_jit_compile: bool = False
+    #: Under `execution: default`, the training steps one `model.fit(steps_per_epoch=k)` call runs: one call of
+    #: the timed step, counted as k steps (timing.steps_per_call). More steps per call spread fit's own set-up
+    #: (its data handler, iterator and callbacks) over more steps, as a user's long epochs do. Left out of a
+    #: record's options at its default.
+    fit_steps: int = Field(20, ge=1, le=100_000)
 
 
 def _version_tuple(version: str | None) -> tuple[int, int]:
@@ -112,9 +126,10 @@ class TensorFlowBackend(Backend):
     aliases: ClassVar[tuple[str, ...]] = ("tf",)
     distributions: ClassVar[tuple[str, ...]] = ("tensorflow", "tensorflow-cpu", "tf-nightly")
     install_hint: ClassVar[str] = "pip install 'harness[tf]' (or harness[tf-cpu])"
-    #: every technique value of both workloads (harness.workloads declares them)
+    #: every technique value of both workloads (harness.workloads declares them); `execution: default` for
+    #: resnet50_train only (a single matrix product has no training path to follow: docs/execution.md)
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        name: technique_values(name) for name in ("gemm", "resnet50_train")
+        name: technique_values(name, default_execution=name == "resnet50_train") for name in ("gemm", "resnet50_train")
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm", "resnet50_train": "backends.tensorflow.resnet50_train"}
     options_model: ClassVar[type[BaseModel]] = TensorFlowOptions
@@ -128,7 +143,8 @@ class TensorFlowBackend(Backend):
     gpu_max_tensor_elements: ClassVar[int | None] = 2**31 - 1
 
     #: added later: left out at their defaults (memory growth on, forward_backward), so earlier records keep their run_key
-    keyed_off_default: ClassVar[tuple[str, ...]] = ("memory_growth", "distributed_xla", "strategy")
+    keyed_off_default: ClassVar[tuple[str, ...]] = ("memory_growth", "distributed_xla", "strategy",
+                                                    "optimizer_jit_compile", "fit_steps")
 
     def keras_choice(self, options: dict | None) -> str:
         """`keras3` or `tf_keras`: the Keras a run with these options builds its model with."""
@@ -160,9 +176,18 @@ class TensorFlowBackend(Backend):
                 return WHOLE_STEP_XLA_CPU
             if (options or {}).get("strategy") == "mirrored":
                 return MIRRORED_WHOLE_STEP
+        if workload == "resnet50_train" and params.get("execution") == "default":
+            # the worker's side of the backend, kept out of the parent unless asked
+            from backends.tensorflow.fit import fit_unsupported_reason
+
+            reason = fit_unsupported_reason(params)
+            if reason:
+                return reason
         version = self.framework_version()
         keras = self.keras_choice(options)
         major_minor = _version_tuple(version)
+        if keras == "keras3" and (options or {}).get("optimizer_jit_compile"):
+            return OPTIMIZER_JIT_KERAS3
         if keras == "keras3" and version and major_minor < (2, 16):
             return KERAS3_BEFORE_216.format(version=version)
         if keras == "tf_keras" and version and major_minor >= (2, 16):

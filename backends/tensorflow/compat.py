@@ -103,19 +103,32 @@ def image_data_format(fmt: str):
 # --- optimizer: plain or loss-scaled ------------------------------------------------------------
 
 
-def sgd(learning_rate: float, momentum: float):
-    """SGD with momentum, and the API called. XLA stays off inside it: only `execution` decides XLA."""
+def sgd(learning_rate: float, momentum: float, jit_compile: bool | None = False):
+    """SGD with momentum, and the API called.
+
+    `jit_compile` is Keras 2's own XLA compilation of the optimizer's update: False (harness's choice in the
+    eager, graph and compiled modes, where only `execution` decides XLA), True (option
+    tensorflow.optimizer_jit_compile), or None: Keras's default, which compiles it whenever a GPU is
+    visible (what a tf_keras user gets, followed under execution: default). Keras 3's optimizers compile
+    nothing themselves and take no such setting. The API names what Keras resolved (`.jit_compile`).
+    """
     keras = keras_module()
     if is_keras3():
         # Keras 3 (TF 2.16+): optimizers compile nothing themselves
         return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum), (
             f"keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum})"
         )
-    # Keras 2.11-2.15 (TF 2.12-2.15): the optimizer XLA-compiles its per-variable update whenever a GPU
-    # is visible (jit_compile=True by default), which would put XLA into the eager and graph modes
-    return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum, jit_compile=False), (
-        f"tf.keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum}, jit_compile=False)"
-    )
+    # Keras 2.11-2.15 (TF 2.12-2.15) and tf_keras: the optimizer XLA-compiles its per-variable update whenever
+    # a GPU is visible (jit_compile=True by default), which would put XLA into the eager and graph modes
+    if jit_compile is None:
+        optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
+        asked = "Keras's default jit_compile"
+    else:
+        optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum, jit_compile=jit_compile)
+        asked = f"jit_compile={jit_compile}"
+    resolved = bool(getattr(optimizer, "jit_compile", False))
+    return optimizer, (f"tf.keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum}, {asked}); "
+                       f"the update XLA-compiled: {resolved} (optimizer.jit_compile)")
 
 
 class OptimizerUpdate:

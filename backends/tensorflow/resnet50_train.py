@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from backends.tensorflow import EAGER_TRAINING, compat, device
+from backends.tensorflow.fit import prepare_fit
 from backends.tensorflow.step import (
     Step,
     build_replica_step,
@@ -214,7 +215,10 @@ def prepare(params, dev, run: RunInputs) -> Prepared:
     model = build_model(params, dev, run.seed, api)
     variables = model.trainable_variables
     inputs = build_inputs(params, dev, run)
-    update = build_optimizer(params, variables, api)
+    if params.execution == "default":  # Keras's model.fit at its own defaults (backends.tensorflow.fit)
+        add_warnings(params, dev.placement, run.ctx)
+        return prepare_fit(params, model, inputs.images, inputs.labels, inputs.fingerprint, run.options, api)
+    update = build_optimizer(params, variables, api, run.options.get("optimizer_jit_compile", False))
     add_warnings(params, dev.placement, run.ctx)
     replica = run.replica
     gradients = Gradients(model, variables, update, params.grad_accum,
@@ -309,10 +313,11 @@ def _replica_part(per_replica: list, part: int, context):
     return per_replica[context.replica_id_in_sync_group][part]
 
 
-def build_optimizer(params, variables: list, api: dict) -> compat.OptimizerUpdate:
-    """SGD with momentum over `variables` (loss scaling under amp_fp16); puts its API, and the layout,
-    recompute and loss APIs, into `api`."""
-    optimizer, sgd_api = compat.sgd(params.lr, params.momentum)
+def build_optimizer(params, variables: list, api: dict, jit_compile: bool = False) -> compat.OptimizerUpdate:
+    """SGD with momentum over `variables` (loss scaling under amp_fp16; Keras 2's own XLA update only with
+    `jit_compile`, option tensorflow.optimizer_jit_compile); puts its API, and the layout, recompute and loss
+    APIs, into `api`."""
+    optimizer, sgd_api = compat.sgd(params.lr, params.momentum, jit_compile)
     update = compat.optimizer_update(optimizer, variables, loss_scaling=params.precision == "amp_fp16")
     if params.precision == "amp_fp16":
         api["precision"] += "; " + update.api

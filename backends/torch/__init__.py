@@ -74,6 +74,11 @@ class TorchOptions(BaseModel):
     #: all-reduce overlaps the rest of the backward. `no_optimization`: one graph, no split; DDP's all-reduce
     #: runs after the compiled backward, without overlap. Left out of a record's options at its default.
     optimize_ddp: Literal["ddp_optimizer", "no_optimization"] = "ddp_optimizer"
+    #: torch.backends.cudnn.benchmark on a GPU. None (the default): harness turns it on in eager, compiled and
+    #: cuda_graph (each convolution's fastest algorithm) and follows torch's own default (off) under
+    #: `execution: default`; true or false sets it in every mode. Recorded in api.cudnn and
+    #: env.framework.cudnn_benchmark. Left out of a record's options at its default.
+    cudnn_benchmark: bool | None = None
 
 
 class TorchBackend(Backend):
@@ -83,9 +88,10 @@ class TorchBackend(Backend):
     aliases: ClassVar[tuple[str, ...]] = ("pytorch",)
     distributions: ClassVar[tuple[str, ...]] = ("torch",)
     install_hint: ClassVar[str] = "pip install 'harness[torch]'"
-    #: every technique value of both workloads (harness.workloads declares them)
+    #: every technique value of both workloads (harness.workloads declares them); `execution: default` for
+    #: resnet50_train only (a single matrix product has no training path to follow: docs/execution.md)
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        name: technique_values(name) for name in ("gemm", "resnet50_train")
+        name: technique_values(name, default_execution=name == "resnet50_train") for name in ("gemm", "resnet50_train")
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm", "resnet50_train": "backends.torch.resnet50_train"}
     options_model: ClassVar[type[BaseModel]] = TorchOptions
@@ -94,8 +100,8 @@ class TorchBackend(Backend):
     #: replicas > 1: DistributedDataParallel, one process per replica, launched through torchrun
     data_parallel: ClassVar[bool] = True
 
-    #: optimize_ddp came later: at torch's default it is left out, so earlier records keep their run_key
-    keyed_off_default: ClassVar[tuple[str, ...]] = ("optimize_ddp",)
+    #: optimize_ddp and cudnn_benchmark came later: left out at their defaults, so earlier records keep their run_key
+    keyed_off_default: ClassVar[tuple[str, ...]] = ("optimize_ddp", "cudnn_benchmark")
 
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved)."""

@@ -84,6 +84,29 @@ def mixed_precision(precision: str, dev, api: dict) -> Amp:
     return Amp(autocast, scaler)
 
 
+def cudnn_benchmark_choice(execution: str, option: bool | None, probe: bool) -> tuple[bool, str]:
+    """Whether cuDNN autotunes (torch.backends.cudnn.benchmark), and why: the `cudnn_benchmark` option where
+    set; else torch's own default (off) under execution: default, what a user gets without asking, and on in
+    the other modes, harness's choice (every convolution's fastest algorithm, as tuned training scripts such
+    as torchvision's reference set it). A capacity probe never autotunes: it measures memory, not speed."""
+    if probe:
+        return False, "a capacity probe: no autotuning sweep"
+    if option is not None:
+        return bool(option), "torch.cudnn_benchmark option"
+    if execution == "default":
+        return False, "torch's default, followed under execution: default"
+    return True, "harness's choice in this mode (torch's default is False; option torch.cudnn_benchmark)"
+
+
+def set_cudnn_benchmark(execution: str, run: RunInputs) -> str:
+    """Set torch.backends.cudnn.benchmark as cudnn_benchmark_choice says; the API line for the record."""
+    import torch
+
+    on, why = cudnn_benchmark_choice(execution, run.options.get("cudnn_benchmark"), run.probe)
+    torch.backends.cudnn.benchmark = on
+    return f"torch.backends.cudnn.benchmark={on} ({why})"
+
+
 def build_model(p, dev, run: RunInputs, api: dict):
     """torchvision's ResNet-50 seeded with the run's seed, on the device in the memory format, its blocks
     checkpointed under `recompute: blocks`, in training mode; the model and its trainable parameter count."""
@@ -92,9 +115,7 @@ def build_model(p, dev, run: RunInputs, api: dict):
 
     torch.manual_seed(run.seed)
     if dev.type == "cuda":
-        # autotuning sweeps every convolution's algorithms on the first step; a capacity probe skips it
-        torch.backends.cudnn.benchmark = not run.probe
-        api["cudnn"] = f"torch.backends.cudnn.benchmark={not run.probe}"
+        api["cudnn"] = set_cudnn_benchmark(p.execution, run)
     model = torchvision.models.resnet50(weights=None, num_classes=p.num_classes)
     n_params = sum(t.numel() for t in model.parameters() if t.requires_grad)
     model = model.to(dev)
@@ -213,6 +234,9 @@ def build_step(execution: str, mode: str | None, train_step: Callable[[], Any], 
         whole_step = compat.torch_compile(train_step, mode=mode)
         api["execution"] = (f"torch.compile(mode={mode}) of the whole step: forward, loss, backward (AOTAutograd) "
                             "and optimizer.step(), zero_grad included")
+    elif execution == "default":
+        # what a torch user trains with: the plain Python step (torch has no other default path)
+        api["execution"] = "default -> eager: the plain Python step (forward, loss, backward, optimizer.step())"
     else:
         api["execution"] = "eager"
     return called_step(whole_step, losses, mark_steps=model_only)

@@ -142,3 +142,6 @@ class Prepared:
     close: Callable[[], None] = lambda: None
     #: a data-parallel replica's settings for the record's `distributed` (the gradient all-reduce's)
     distributed: dict | None = None
+    #: training steps one call of `step` runs (Keras `fit` with steps_per_epoch=k: k); the core times the
+    #: calls and counts k steps per call in every rate and per-step time (timing.steps_per_call)
+    steps_per_call: int = 1

@@ -24,7 +24,7 @@ from harness.seam.adapter import Device, Prepared, RunContext, RunInputs  # noqa
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import WORKLOADS
-from harness.workloads.base import Params
+from harness.workloads.base import DEFAULT_EXECUTION, Params
 
 ENTRY_POINT_GROUP = "harness.backends"
 
@@ -111,6 +111,9 @@ class Backend:
             return f"{self.name} backend has no workload {workload!r} (it has: {', '.join(sorted(self.workloads))})"
         for key, allowed in self.workloads[workload].items():
             if key in params and params[key] not in allowed:
+                if key == "execution" and params[key] == DEFAULT_EXECUTION:
+                    return (f"the {self.name} backend does not declare execution: default for {workload} (what its "
+                            "framework's users run is each backend's own to resolve; docs/execution.md)")
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
         return self.replicas_unsupported_reason(workload, params, device, options)
 

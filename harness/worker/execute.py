@@ -206,7 +206,8 @@ def _timed_steps(prepared, run: OpenRun, probe: bool, ctx: RunContext, result: W
     device.reset_peak()
     timing = run_timed(prepared.step, clock, run.measure, work_per_step=work,
                        telemetry=None if probe else ctx.telemetry_for(device.neutral),
-                       progress=progress_writer() if run.replica is None or run.replica.rank == 0 else None)
+                       progress=progress_writer() if run.replica is None or run.replica.rank == 0 else None,
+                       steps_per_call=prepared.steps_per_call)
     phases.next("after")
     result.measured = Measured(peak_allocated_bytes=device.peak_allocated_bytes())
     checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device

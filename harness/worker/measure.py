@@ -78,6 +78,8 @@ class Timing:
     stop_reason: str = "repeats"
     #: how steps_per_block was chosen under `steps: auto` (None: the scenario gave the number)
     calibration: dict | None = None
+    #: training steps one call of the step runs (Prepared.steps_per_call); a block is steps_per_block calls
+    steps_per_call: int = 1
 
     @property
     def wall_s(self) -> list[float]:
@@ -91,12 +93,12 @@ class Timing:
         return None if any(v is None for v in values) else values
 
     def rates(self, work_per_step: float) -> list[float]:
-        """Per-block rate: work_per_step * steps / synchronized wall seconds (images/s, FLOP/s...)."""
-        return [work_per_step * self.steps_per_block / w for w in self.wall_s]
+        """Per-block rate: work_per_step * steps (calls x steps_per_call) / synchronized wall seconds."""
+        return [work_per_step * self.steps_per_block * self.steps_per_call / w for w in self.wall_s]
 
     def step_time_s(self) -> float:
-        """Median seconds of one step across blocks."""
-        return stats.median([w / self.steps_per_block for w in self.wall_s])
+        """Median seconds of one training step across blocks (a call's seconds / steps_per_call)."""
+        return stats.median([w / (self.steps_per_block * self.steps_per_call) for w in self.wall_s])
 
     def fields(self, **extra) -> dict:
         """The record's `timing` entry: block sizes and times, why the loop stopped, plus `extra`."""
@@ -106,6 +108,8 @@ class Timing:
             "block_wall_s": self.wall_s,
             "block_device_s": self.device_s,
             **({"steps_chosen": self.calibration} if self.calibration else {}),
+            # a record whose step runs one training step per call keeps the fields it always had
+            **({"steps_per_call": self.steps_per_call} if self.steps_per_call != 1 else {}),
             **extra,
         }
 
@@ -256,6 +260,7 @@ def run_timed(
     work_per_step: float = 1.0,
     telemetry: Telemetry | None = None,
     progress: Callable[..., None] | None = None,
+    steps_per_call: int = 1,
 ) -> Timing:
     """Time `step` as the measure block asks.
 
@@ -267,6 +272,9 @@ def run_timed(
     `progress(phase, **figures)` hears of each phase between device synchronizations (never inside
     a timed block): `first_step` (starting), `warmup` (with first_step_s), `block` (block i of
     repeats, the rate so far), so a parent can show where a long run is.
+    `steps_per_call`: training steps one call of `step` runs (Keras `fit` over k steps); `steps`, `warmup`
+    and `steps: auto` count calls, every rate and per-step time counts training steps, and `first_step_s` is
+    the first call's (its k steps, compilation included).
     """
     report = progress or (lambda phase, **figures: None)
     cfg = measure_settings(measure)
@@ -286,7 +294,7 @@ def run_timed(
 
     calibration = calibrate(step, clock, float(cfg["min_block_s"]), int(cfg["max_block_steps"])) if auto else None
     steps = calibration["steps"] if calibration else int(cfg["steps"])
-    timing = Timing(first_step_s=first, steps_per_block=steps, calibration=calibration)
+    timing = Timing(first_step_s=first, steps_per_block=steps, calibration=calibration, steps_per_call=steps_per_call)
     if telemetry is not None:
         telemetry.start()
     try:

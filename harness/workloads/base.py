@@ -7,8 +7,14 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-#: The execution modes (docs/execution.md defines each; every mode covers the whole step).
-Execution = Literal["eager", "graph", "cuda_graph", "compiled"]
+#: The execution modes (docs/execution.md defines each; every mode covers the whole step). `default` is
+#: neutral: what the framework's users get when they train the obvious way, resolved by each backend that
+#: declares it (torch eager, Keras `model.fit` at Keras's own defaults, the JAX plugin's jitted step) and
+#: recorded in `api.execution`.
+Execution = Literal["eager", "graph", "cuda_graph", "compiled", "default"]
+
+#: The execution mode a backend must declare on its own (technique_values leaves it out unless asked).
+DEFAULT_EXECUTION = "default"
 
 
 def _admits(annotation, kinds: tuple) -> bool:

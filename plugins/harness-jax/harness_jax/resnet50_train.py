@@ -260,12 +260,14 @@ def build_step(p, device, model, optimizer, run: RunInputs, api: dict):
     import jax
 
     accum = p.grad_accum
-    compiled = p.execution == "compiled"
+    # execution: default is what JAX users train with: the jax.jit step (JAX's own tutorials and Flax's)
+    compiled = p.execution in ("compiled", "default")
     loss_scaling = p.precision == "amp_fp16"
     train_step = build_train_step(model, optimizer, accum, loss_scaling, "fori_loop" if compiled else "python")
     if compiled:
         call = jax.jit(train_step, donate_argnums=(0,))
-        api["execution"] = ("jax.jit of the whole step: forward, loss, jax.value_and_grad backward, optax update"
+        api["execution"] = (("default -> compiled: " if p.execution == "default" else "")
+                            + "jax.jit of the whole step: forward, loss, jax.value_and_grad backward, optax update"
                             + (", loss scaling" if loss_scaling else "") + "; state buffers donated (donate_argnums=0)")
         if device.is_gpu:
             api["execution"] += f"; {xla_command_buffers()}"
@@ -315,7 +317,7 @@ class Training:
         """The images of one step, jax.jit's compilations, and the loss scale under amp_fp16."""
         out: dict[str, Any] = {"images_per_step": float(self.p.batch_size * self.p.grad_accum)}
         size = getattr(self.call, "_cache_size", None)
-        if self.p.execution == "compiled" and callable(size):
+        if self.p.execution in ("compiled", "default") and callable(size):
             out["compilations"] = size()
         if self.p.precision == "amp_fp16":
             out["loss_scale"] = float(self.holder["state"].loss_scale.scale)

@@ -46,7 +46,11 @@ def test_declares_every_neutral_technique():
     assert training["precision"] == ("fp32", "tf32", "amp_fp16", "amp_bf16")
     assert training["memory_format"] == ("channels_first", "channels_last")
     assert training["recompute"] == ("none", "blocks")
-    assert training["execution"] == ("eager", "graph", "cuda_graph", "compiled")
+    # `default` (what JAX users train with: the jitted step) for training; a matrix product has no default path
+    assert training["execution"] == ("eager", "graph", "cuda_graph", "compiled", "default")
+    assert "default" not in backend.workloads["gemm"]["execution"]
+    assert "does not declare execution: default" in backend.unsupported_reason(
+        "gemm", {"execution": "default"}, "cpu")
     assert backend.validate_options({}) == {}
     with pytest.raises(ValueError, match="unknown option"):
         backend.validate_options({"compile_mode": "default"})

@@ -168,6 +168,13 @@ def test_compiled_training_is_ok_with_torchvisions_count_and_the_neutral_inputs(
     assert result["peak_allocated_bytes"] is None  # the CPU client keeps no allocator statistics
 
 
+def test_default_is_the_jitted_step_and_says_so():
+    result = train(execution="default", memory_format="channels_last", measure=ONE_BLOCK)
+    assert result["status"] == "ok", result.get("error")
+    assert result["api"]["execution"].startswith("default -> compiled: jax.jit of the whole step")
+    assert result["timing"]["compilations"] == 1 and "steps_per_call" not in result["timing"]
+
+
 def test_channels_first_recompute_and_grad_accum_train_the_same_network(compiled_run):
     # three techniques in one compile (each compile of the step costs seconds on 2 cores): none changes
     # the first loss, which the same weights compute on the same images before any update. 64x64, not

@@ -1,0 +1,159 @@
+"""`execution: default` on TensorFlow: what a Keras user trains with.
+
+`model.compile(optimizer, loss)` at Keras's own defaults (Keras 3: `jit_compile="auto"`, which turns XLA on
+on a GPU without a tf.distribute strategy and off on a CPU-only machine; Keras 2 / tf_keras: no XLA for the
+step, the optimizer's own XLA-compiled update on a GPU; `steps_per_execution=1` in both), then
+`model.fit` over a `tf.data` pipeline repeating the run's synthetic batch. One call of the timed step is
+`model.fit(dataset, epochs=1, steps_per_epoch=k, verbose=0)`: k training steps, which the core times as k
+steps (Prepared.steps_per_call). No callback is passed, so nothing reads a loss back per batch; fit reads
+its logs once, at the end of each call, as it does at the end of a user's epoch.
+
+The model is harness's own (ResNet-50 v1.5, or keras_resnet50_v1 under its own name), the loss Keras's
+SparseCategoricalCrossentropy on float32 logits (the mean over the batch, as the other modes compute it),
+the optimizer Keras's SGD with momentum at the scenario's lr and momentum. Keras wraps it for loss scaling
+under mixed_float16 by itself (compile's own default).
+
+Importing this module imports nothing from TensorFlow: the parent asks `fit_unsupported_reason` before any
+worker starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends.tensorflow import compat
+from harness.seam.adapter import Prepared
+from harness.workloads.resnet50_train import parameter_count
+
+GRAD_ACCUM = (
+    "execution: default is Keras's model.fit, which takes one optimizer step per batch: grad_accum > 1 is "
+    "not a path Keras users get without writing their own train_step (use graph or compiled for grad_accum)"
+)
+REPLICAS = (
+    "execution: default with replicas > 1 would be model.fit under a tf.distribute strategy, where Keras 3 "
+    "turns jit_compile='auto' off and the data pipeline is distributed by Keras: not implemented; use graph "
+    "or compiled for data-parallel TensorFlow"
+)
+
+
+def fit_unsupported_reason(params: dict) -> str | None:
+    """Why `model.fit` cannot run these resnet50_train params as a Keras user would (None: it can)."""
+    if int(params.get("grad_accum") or 1) > 1:
+        return GRAD_ACCUM
+    if int(params.get("replicas") or 1) > 1:
+        return REPLICAS
+    return None
+
+
+def steps_per_execution(model) -> int | None:
+    """The model's steps_per_execution as compile resolved it (Keras 3: an int; Keras 2: a tf.Variable)."""
+    value = getattr(model, "steps_per_execution", None)
+    if value is None:
+        value = getattr(model, "_steps_per_execution", None)
+    if value is None:
+        return None
+    return int(value.numpy() if hasattr(value, "numpy") else value)
+
+
+def optimizer_jit_compile(optimizer) -> bool | None:
+    """Whether the optimizer XLA-compiles its own update (Keras 2 / tf_keras); None where it has no such setting
+    (Keras 3). Looks through a LossScaleOptimizer to the optimizer it wraps."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    value = getattr(inner, "jit_compile", None)
+    return None if value is None else bool(value)
+
+
+def compile_at_defaults(model, params) -> dict[str, Any]:
+    """`model.compile` with SGD and the loss, every other argument at Keras's default; what it resolved to:
+    `jit_compile` (the train step under XLA), `steps_per_execution`, the optimizer's own `jit_compile`, and
+    the optimizer's class (LossScaleOptimizer where Keras wrapped it)."""
+    keras = compat.keras_module()
+    optimizer, sgd_api = compat.sgd(params.lr, params.momentum, jit_compile=None)
+    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    jit = getattr(model, "jit_compile", None)
+    return {
+        "jit_compile": bool(jit),
+        "steps_per_execution": steps_per_execution(model),
+        "optimizer_jit_compile": optimizer_jit_compile(model.optimizer),
+        "optimizer": type(model.optimizer).__name__,
+        "sgd_api": sgd_api,
+    }
+
+
+def describe(resolved: dict[str, Any], k: int) -> str:
+    """The record's api.execution for the default path, naming what Keras resolved."""
+    auto = "jit_compile='auto'" if compat.is_keras3() else "jit_compile at Keras 2's default (None)"
+    return (f"default -> model.fit: model.compile(optimizer, loss) at Keras's defaults ({auto} -> "
+            f"{resolved['jit_compile']}, steps_per_execution={resolved['steps_per_execution']}, the optimizer's "
+            f"own jit_compile={resolved['optimizer_jit_compile']}); model.fit(dataset, epochs=1, "
+            f"steps_per_epoch={k}, verbose=0, no callbacks) per timed call, counted as {k} steps")
+
+
+class FitTraining:
+    """A compiled Keras model trained by `fit`, k steps a call; its losses kept from fit's own logs."""
+
+    def __init__(self, model, dataset, steps: int, params, inputs_fingerprint: str | None, resolved: dict):
+        self.model, self.dataset, self.steps, self.params = model, dataset, steps, params
+        self.inputs_fingerprint, self.resolved = inputs_fingerprint, resolved
+        self.losses: dict[str, float] = {}
+
+    def step(self) -> None:
+        """k training steps through model.fit; the epoch's mean loss, as fit reports it, kept."""
+        history = self.model.fit(self.dataset, epochs=1, steps_per_epoch=self.steps, verbose=0)
+        loss = float(history.history["loss"][-1])
+        self.losses.setdefault("first", loss)
+        self.losses["last"] = loss
+
+    def checks(self) -> dict:
+        """The model's parameter counts, fit's first and last losses, the inputs' fingerprint."""
+        model = self.model
+        count = _scalars(model.trainable_weights)
+        return {
+            "inputs_fingerprint": self.inputs_fingerprint,
+            "model_parameters": count,
+            "model_parameters_total": count + _scalars(model.non_trainable_weights),
+            "model_parameters_expected": parameter_count(self.params.num_classes, self.params.model),
+            "loss_first": self.losses.get("first"),
+            "loss_last": self.losses.get("last"),
+        }
+
+    def timing_fields(self) -> dict:
+        """The images of one training step and what `default` resolved to (the record's timing.fit)."""
+        fit = {key: value for key, value in self.resolved.items() if key != "sgd_api"}
+        return {"images_per_step": float(self.params.batch_size), "fit": {**fit, "steps_per_epoch": self.steps}}
+
+    def close(self) -> None:
+        """Drop fit's losses and the dataset (the model goes with the step)."""
+        self.losses.clear()
+        self.dataset = None
+
+
+def _scalars(weights) -> int:
+    total = 0
+    for weight in weights:
+        count = 1
+        for dim in weight.shape:
+            count *= int(dim)
+        total += count
+    return total
+
+
+def prepare_fit(params, model, images, labels, inputs_fingerprint: str | None, options: dict, api: dict) -> Prepared:
+    """The default path's Prepared step: compile at Keras's defaults, a tf.data pipeline repeating the batch,
+    `options["fit_steps"]` steps per call; the optimizer, loss, inputs and execution APIs into `api`."""
+    tf = compat.tf_module()
+    steps = int(options.get("fit_steps", 20))
+    resolved = compile_at_defaults(model, params)
+    dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
+    api["optimizer"] = f"{resolved['sgd_api']}; compiled by model.compile as {resolved['optimizer']}"
+    api["loss"] = "keras.losses.SparseCategoricalCrossentropy(from_logits=True) on float32 logits, mean"
+    api["inputs"] = ("tf.data.Dataset.from_tensors((images, labels)).repeat(): the run's batch every step, "
+                     "through fit's own data handler (tf.data runs its pipeline on the host)")
+    api["execution"] = describe(resolved, steps)
+    api["grad_accum"] = "1 micro-batch per optimizer update (model.fit)"
+    api["memory_format"] = f"keras data_format={params.memory_format!r}"
+    api["recompute"] = ("tf.recompute_grad around each bottleneck block, inside the model's call that fit traces"
+                        if params.recompute == "blocks" else "none")
+    training = FitTraining(model, dataset, steps, params, inputs_fingerprint, resolved)
+    return Prepared(step=training.step, api=api, checks=training.checks, timing_fields=training.timing_fields,
+                    close=training.close, steps_per_call=steps)
