@@ -81,6 +81,29 @@ class ProgressReader:
         return events
 
 
+class LockWait:
+    """How long the running worker has waited for the host's timing lock (its `host_lock` progress events,
+    harness.worker.hostlock): that time is another session's, so it does not count against the run's timeout."""
+
+    def __init__(self):
+        self.waited_s = 0.0
+        self._since: float | None = None
+
+    def note(self, event: dict) -> None:
+        """Take in one progress event (only `host_lock` ones count)."""
+        if event.get("phase") != "host_lock":
+            return
+        if event.get("waiting"):
+            self._since = time.monotonic()
+        elif self._since is not None:
+            self.waited_s += time.monotonic() - self._since
+            self._since = None
+
+    def seconds(self) -> float:
+        """Seconds waited so far, the wait still going on included."""
+        return self.waited_s + (time.monotonic() - self._since if self._since is not None else 0.0)
+
+
 class Interrupted(Exception):
     """SIGINT or SIGTERM arrived during a session."""
 
@@ -294,6 +317,7 @@ class Runner:
         #: (None: where that is harmless, `_overlap_harmless`; True/False: always, never)
         self.overlap = overlap
         self._next: RunSpec | None = None
+        self._lock_wait = LockWait()
 
     @contextlib.contextmanager
     def workers_ahead(self):
@@ -564,6 +588,7 @@ class Runner:
         distributed.FAIL_FAST_GRACE_S to write their results; then they are stopped (they would wait for
         it in an all-reduce until the timeout)."""
         deadline = time.monotonic() + spec.timeout_s
+        self._lock_wait = LockWait()
         failed_at = None
         while True:
             running = [p for p in procs if p.poll() is None]
@@ -576,7 +601,7 @@ class Runner:
                 for p in running:
                     _kill_group(p)
                 continue
-            left = deadline - time.monotonic()
+            left = deadline + self._lock_wait.seconds() - time.monotonic()
             if left <= 0:
                 self._report(spec, progress)
                 return all(p.poll() is not None for p in procs)  # they may have left just as time ran out
@@ -592,6 +617,7 @@ class Runner:
 
     def _report(self, spec: RunSpec, progress: ProgressReader) -> None:
         for event in progress.read():
+            self._lock_wait.note(event)
             try:
                 self.on_progress(spec, event)
             except Interrupted:  # a signal that arrived while the event was shown

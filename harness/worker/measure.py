@@ -153,6 +153,10 @@ class Measure(NumbersNotBooleans):
     profile: StrictBool = False
     #: Where the profiler's raw trace is kept (a folder; each run writes beneath it); None: not kept.
     profile_trace_dir: str | None = Field(None, min_length=1)
+    #: Let this scenario's runs be timed while other harness sessions on the host time theirs (one per GPU,
+    #: say): the host-wide timing lock is taken shared, not exclusive (harness.worker.hostlock). Each record
+    #: says so, and `compare` marks verdicts resting on such runs as measured on a busy machine.
+    share_host: StrictBool = False
 
     @field_validator("steps", "processes", mode="before")
     @classmethod
