@@ -24,7 +24,7 @@ from harness.seam.backend import Backend, RunContext, available_backends
 from harness.seam.distributed import Replica, replica_device, threads_per_replica
 from harness.seam.runspec import RunSpec
 from harness.worker.figures import TimedRun, figures
-from harness.worker.hostlock import timing_lock
+from harness.worker.hostlock import HELD_VARIABLE, timing_lock
 from harness.worker.measure import AUTO, run_timed
 from harness.worker.neighbours import paused
 from harness.worker.outcome import Measured, WorkerResult
@@ -207,9 +207,13 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
 @contextlib.contextmanager
 def host_isolation(run: OpenRun, result: WorkerResult) -> Iterator[None]:
     """Hold the host's timing lock for the block (harness.worker.hostlock), shared under `measure.share_host`;
-    the record's `env.isolation` says how. One process per run takes it on each host: a plain run's worker,
-    local rank 0 of a data-parallel run (the other ranks wait for it in the first step's all-reduce)."""
+    the record's `env.isolation` says how. One process per run takes it on each host: a plain run's worker;
+    for a data-parallel run the runner (HELD_VARIABLE), else its local rank 0."""
     share = bool(run.measure.get("share_host"))
+    if os.environ.get(HELD_VARIABLE) == "1":  # a data-parallel run's replica: the runner holds it for the run
+        result.isolation = {"mode": "shared" if share else "exclusive", "held_by": "the runner"}
+        yield
+        return
     if run.replica is not None and run.replica.local_rank != 0:
         result.isolation = {"mode": "shared" if share else "exclusive", "held_by": "local rank 0"}
         yield

@@ -11,11 +11,15 @@ record keeps how long (`env.isolation`). The lock is an advisory flock(2) on one
 - `share_host` (`measure.share_host`, `harness run --share-host`) takes the lock shared: runs that share
   the host may time beside one another (one per GPU), never beside an exclusive one, and their records say
   so (harness.machine.envcheck marks them as measured on a busy machine);
-- one run takes it once: the worker of a plain run, local rank 0 of a data-parallel run on each node (its
-  other ranks meet rank 0 in the first step's all-reduce, so they wait with it). The next run's worker,
-  started ahead (harness.worker.neighbours), only imports while it waits to be handed its run, so it
-  never holds the lock while paused, and the runs of one session follow one another: nothing waits in a
-  cycle. A capacity probe takes the lock too: it computes on the device that another session times.
+- one run takes it once: the worker of a plain run; the runner for a data-parallel run on one node, from
+  its launch to its last replica's exit (replicas waiting for a lock inside a collective could outlast the
+  collective's timeout); never for a run over several nodes (two such sessions, each holding one node's
+  lock and waiting for the other's, would wait for ever: the scheduler keeps them apart). A Slurm job
+  takes the lock of the node it runs on, like any session there;
+- nothing waits in a cycle: the runs of one session follow one another, and the next run's worker,
+  started ahead (harness.worker.neighbours), only imports until it is handed its run, so it never holds
+  the lock while paused. A capacity probe takes the lock too: it computes on the device another session
+  may be timing.
 
 filelock (a dependency of torch) offers an exclusive lock only; the shared mode needs flock(2)'s
 LOCK_SH, which fcntl gives directly.
@@ -34,6 +38,8 @@ from typing import Callable, Iterator
 DEFAULT_LOCK = "/tmp/harness-timing.lock"
 #: Names another lock file (one every session on the host sees).
 LOCK_VARIABLE = "HARNESS_HOST_LOCK"
+#: Set (to 1) by the runner in the replicas of a data-parallel run, for which it holds the lock itself.
+HELD_VARIABLE = "HARNESS_HOST_LOCK_HELD"
 #: Whom the lock holder is: written beside the lock by each holder, read by a waiter to say whom it waits for.
 HOLDER_SUFFIX = ".holder"
 
