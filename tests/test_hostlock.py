@@ -138,6 +138,8 @@ def test_a_shared_run_is_recorded_and_compare_marks_its_verdicts(tmp_path, fake_
         "options": {"fake": {"action": "ok"}},
     })
     store = str(tmp_path / "s.db")
+    code, out, err = harness_cli("run", scenario, "--store", store, "--share-host", "--dry-run")
+    assert code == 0 and "host shared with other sessions (share_host)" in out + err, err
     code, _, err = harness_cli("run", scenario, "--store", store, "--share-host", "-q")
     assert code == 0, err
     with Store(store) as opened:

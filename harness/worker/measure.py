@@ -208,7 +208,8 @@ def describe_measure(measure: dict) -> str:
         processes = f"{least} process(es)"
     else:
         processes = f"processes auto {least}-{most} (until the CI over processes is within {cfg['process_ci_pct']:g}%)"
-    return f"{steps} x {blocks}; {processes}; caches {cfg['compile_cache']}"
+    shared = "; host shared with other sessions (share_host)" if cfg.get("share_host") else ""
+    return f"{steps} x {blocks}; {processes}; caches {cfg['compile_cache']}{shared}"
 
 
 @dataclass(frozen=True)
