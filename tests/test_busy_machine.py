@@ -21,19 +21,36 @@ def test_busy_reasons_read_the_load_and_the_gpu_processes_of_the_runs_device():
     loaded = {**quiet, "load_average": [6.0, 5.0, 4.0]}
     assert busy_reasons(loaded, "cpu") == ["load average 6.0 exceeds the 2 cores"]
     shared = {**quiet, "gpu_processes": {"0": [], "1": [{"pid": 4242, "used_memory_bytes": 1 << 30}]}}
-    assert busy_reasons(shared, "cuda:0") == []  # another GPU's processes do not touch cuda:0
     assert busy_reasons(shared, "cuda:1") == ["1 other process(es) computing on GPU 1"]
     assert busy_reasons(shared, "cpu") == []
     assert busy_reasons(shared) == ["1 other process(es) computing on GPU 1"]  # before a session: any GPU
     masked = {**shared, "variables": {"CUDA_VISIBLE_DEVICES": "1"}}
     assert busy_reasons(masked, "cuda:0") == ["1 other process(es) computing on GPU 1"]
-    # a session started with GPU 0 hidden is not busy because of GPU 0's work (two sessions side by side, one
-    # per GPU, on two H200s: the second one's banner had said "busy machine ... GPU 0")
-    beside = {**quiet, "gpu_processes": {"0": [{"pid": 4242, "used_memory_bytes": 1 << 30}], "1": []},
-              "variables": {"CUDA_VISIBLE_DEVICES": "1"}}
-    assert busy_reasons(beside) == [] and busy_reasons(beside, "auto") == []
-    assert busy_reasons({**beside, "variables": {"CUDA_VISIBLE_DEVICES": "0,1"}}) == ["1 other process(es) computing on GPU 0"]
     assert busy_reasons({}, "cuda:0") == [] and busy_reasons(None) == []  # records older than this
+
+
+def test_the_hosts_other_gpus_count_for_a_gpu_run():
+    # two sessions side by side, one per GPU, share the host's power and cooling: SM clocks moved from 1,545 to
+    # 1,935 MHz with what ran beside them, so a run on GPU 0 with work on GPU 1 was measured on a busy machine
+    quiet = {"load_average": [0.5, 0.5, 0.5], "cpu_count": 2, "gpu_processes": {"0": [], "1": []},
+             "gpu_utilization": {"0": 99.0, "1": 0.0}}
+    assert busy_reasons(quiet, "cuda:0") == []  # the run's own GPU is busy with the run
+    beside = {**quiet, "gpu_processes": {"0": [], "1": [{"pid": 4242, "used_memory_bytes": 1 << 30}]}}
+    assert busy_reasons(beside, "cuda:0") == ["1 process(es) computing on the host's GPU 1, beside this run's GPU"]
+    hidden = {**beside, "variables": {"CUDA_VISIBLE_DEVICES": "0"}}  # hiding GPU 1 does not make it quiet
+    assert busy_reasons(hidden, "cuda:0") == busy_reasons(hidden) == busy_reasons(beside, "cuda:0")
+    # a process NVML cannot list (another container's) still shows in the GPU's utilisation
+    unseen = {**quiet, "gpu_utilization": {"0": 99.0, "1": 87.0}}
+    assert busy_reasons(unseen, "cuda:0") == ["the host's GPU 1 was 87% busy beside this run's GPU"]
+    assert busy_reasons({**unseen, "gpu_utilization": {"0": 99.0, "1": 5.0}}, "cuda:0") == []
+    assert busy_reasons(unseen, "cpu") == []  # a CPU run: the load average says what the host's threads did
+
+
+def test_a_run_timed_with_the_host_shared_is_busy():
+    env = {"load_average": [0.5, 0.5, 0.5], "cpu_count": 2}
+    assert busy_reasons({**env, "isolation": {"mode": "exclusive", "waited_s": 3.0}}, "cpu") == []
+    assert busy_reasons({**env, "isolation": {"mode": "shared"}}, "cpu") == [
+        "timed with the host shared (measure.share_host): other sessions may have timed runs beside it"]
 
 
 def test_a_run_on_a_busy_machine_is_warned_about_before_it_starts():

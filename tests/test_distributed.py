@@ -380,6 +380,9 @@ def test_torch_two_gloo_replicas_and_scaling_efficiency(write_scenario, harness_
     assert "torchrun" in dist["launcher"] and "DistributedDataParallel" in by[2]["api"]["distribution"]
     assert by[1]["checks"]["inputs_fingerprint"] == by[2]["checks"]["inputs_fingerprint"]
     assert by[1]["distributed"] == {} and by[1]["replicas"] == 1
+    # the runner held the host's timing lock for the replicas (harness.worker.hostlock), the worker for one
+    assert by[2]["env"]["isolation"]["mode"] == by[1]["env"]["isolation"]["mode"] == "exclusive"
+    assert by[2]["env"]["isolation"]["held_to"] > by[2]["env"]["isolation"]["held_from"]
     if by[1]["started_at"] < by[2]["started_at"]:
         assert by[2]["scaling_efficiency"] == pytest.approx(by[2]["median"] / (2 * by[1]["median"]))
     code, out, err = harness_cli("compare", "--by", "replicas", "--store", str(store), "--wide")
@@ -574,6 +577,7 @@ def test_two_nodes_on_localhost(backend, write_scenario, tmp_path):
     (record,) = records(tmp_path / "node0.db")
     assert records(tmp_path / "node1.db") == []
     assert record["status"] == "ok" and record["distributed"]["nnodes"] == 2
+    assert record["env"]["isolation"]["mode"] == "not_taken"  # node-local locks over two nodes could deadlock
     assert record["distributed"]["world_size"] == 2 and [r["rank"] for r in record["distributed"]["ranks"]] == [0]
     assert leftovers(str(tmp_path)) == []
 

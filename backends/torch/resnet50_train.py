@@ -138,12 +138,16 @@ def build_inputs(p, dev, run: RunInputs):
     import torch
 
     replica = run.replica
-    images_np, labels_np = synthetic_batch(p, run.seed, 0 if replica is None else replica.rank, probe=run.probe)
-    images = torch.from_numpy(images_np).to(dev)
-    if p.memory_format == "channels_last":
-        images = images.contiguous(memory_format=torch.channels_last)
+    channels_last = p.memory_format == "channels_last"
+    # channels_last is drawn (N, H, W, 3) on the host and viewed as NCHW with channels_last strides, which
+    # .to() keeps: one copy of the batch reaches the device (a .contiguous(channels_last) there would hold it
+    # twice for a moment and leave the first copy in the allocator's cache)
+    images_np, labels_np = synthetic_batch(p, run.seed, 0 if replica is None else replica.rank,
+                                           channels_last=channels_last, probe=run.probe)
+    host = torch.from_numpy(images_np)
+    images = (host.permute(0, 3, 1, 2) if channels_last else host).to(dev)
     labels = torch.from_numpy(labels_np).to(dev)
-    del images_np, labels_np
+    del images_np, labels_np, host  # on a GPU the host batch is dropped once on the device: only the step's copy stays
     # what reached the device, read back in the neutral layout: equal on two backends means equal inputs.
     # A capacity probe skips it: its record is compared with none, and reading back and hashing the batch
     # costs seconds at the batches probes reach (0.7 GB at 1134 images)

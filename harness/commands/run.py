@@ -200,12 +200,16 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
 @click.option("--profile", is_flag=True,
               help="After each run's timed blocks, profile a few more steps with the framework's own profiler: the "
                    "record's `profile` breakdown (measure.profile=true; docs/profile.md).")
+@click.option("--share-host", is_flag=True,
+              help="Let these runs be timed while other harness sessions on this host time theirs (one per GPU): "
+                   "recorded in each record, and compare marks their verdicts (measure.share_host=true; "
+                   "docs/reliability.md).")
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
 @click.option("--wide", is_flag=True,
               help="Every setting on every run line, and the summary with one row per process, every column in full.")
 def command(scenario_file, backends, devices, overrides, documents, store_path, timeout, max_runs, dry_run, resume,
             find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, profile, executor,
-            quiet, wide, **slurm) -> None:
+            quiet, wide, share_host, **slurm) -> None:
     """Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).
 
     Shows each run as it goes (on a terminal one live line: phase, rate so far, time left; else a
@@ -217,7 +221,8 @@ def command(scenario_file, backends, devices, overrides, documents, store_path, 
                                   ("resolution", capacity_resolution)) if v is not None}
     request = SessionRequest(scenario_file=scenario_file, resume=resume, backends=tuple(backends),
                              devices=tuple(devices), store_path=store_path, timeout=timeout,
-                             overrides=tuple(overrides) + (("measure.profile=true",) if profile else ()),
+                             overrides=tuple(overrides) + (("measure.profile=true",) if profile else ())
+                             + (("measure.share_host=true",) if share_host else ()),
                              max_runs=max_runs, find_max_batch=find_max_batch, capacity=capacity,
                              memory_limit=memory_limit, command=redact(shlex.join(["harness"] + sys.argv[1:])),
                              documents=tuple(documents), executor=executor, slurm=_slurm_settings(executor, slurm))

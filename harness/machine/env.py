@@ -80,6 +80,33 @@ def usable_cpus() -> int | None:
         return os.cpu_count()
 
 
+def _session_of(pid) -> int | None:
+    """The session id of a process (a run's worker, or its launcher and ranks, lead one); None where unknown."""
+    try:
+        return os.getsid(int(pid))
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def gpu_utilization() -> dict[str, float] | None:
+    """Each GPU's utilisation now (percent of time a kernel ran, NVML's last sample), by NVML index; None
+    without NVML."""
+    lib = nvml.nvml()
+    if lib is None:
+        return None
+    out: dict[str, float] = {}
+    try:
+        count = lib.nvmlDeviceGetCount()
+    except Exception:
+        return None
+    for i in range(count):
+        try:
+            out[str(i)] = float(lib.nvmlDeviceGetUtilizationRates(lib.nvmlDeviceGetHandleByIndex(i)).gpu)
+        except Exception:
+            continue
+    return out
+
+
 def gpu_processes(exclude: tuple[int, ...] | None = None) -> dict[str, list[dict]] | None:
     """Other compute processes on each GPU, by NVML index: pid and GPU memory; None without NVML.
 
@@ -91,6 +118,7 @@ def gpu_processes(exclude: tuple[int, ...] | None = None) -> dict[str, list[dict
     if lib is None:
         return None
     skip = set(exclude if exclude is not None else (os.getpid(), os.getppid()))
+    own_session = _session_of(os.getpid()) if exclude is None else None
     out: dict[str, list[dict]] = {}
     try:
         count = lib.nvmlDeviceGetCount()
@@ -105,8 +133,8 @@ def gpu_processes(exclude: tuple[int, ...] | None = None) -> dict[str, list[dict
             continue
         for proc in procs:
             pid = getattr(proc, "pid", None)
-            if pid in skip:
-                continue
+            if pid in skip or (own_session is not None and _session_of(pid) == own_session):
+                continue  # this run's own processes: a data-parallel run's other ranks share its session
             used = getattr(proc, "usedGpuMemory", None)
             found.append({"pid": pid, "used_memory_bytes": int(used) if isinstance(used, int) else None})
         out[str(i)] = found
@@ -124,6 +152,7 @@ def machine_state() -> dict:
         "cpu_usable": usable_cpus(),
         "cpu_governor": cpu_governor(),
         "gpu_processes": gpu_processes(),
+        "gpu_utilization": gpu_utilization(),
     }
 
 

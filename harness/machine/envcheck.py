@@ -49,7 +49,7 @@ def _cores(env: dict) -> int | None:
 def _gpu_indices(env: dict, device: str | None) -> list[str] | None:
     """The NVML indices a run on `device` used (None: every GPU; []: none, a CPU run). With no device
     known (a session's start, `auto`), the GPUs CUDA_VISIBLE_DEVICES leaves visible: no run of this
-    process can use the others (two harness sessions side by side, one per GPU, are not busy)."""
+    process can use the others (whose work busy_reasons still counts: it shares the host)."""
     visible = ((env.get("variables") or {}).get("CUDA_VISIBLE_DEVICES") or "").strip()
     entries = [e.strip() for e in visible.split(",") if e.strip()]
     if device is None or device == "auto":
@@ -67,13 +67,21 @@ def _gpu_indices(env: dict, device: str | None) -> list[str] | None:
     return [str(index)]
 
 
+#: Utilisation (percent) above which another GPU of the host counts as busy where NVML lists no process on it
+#: (a process of another container): it shares the host's power and cooling with the run.
+BUSY_GPU_PCT = 10
+
+
 def busy_reasons(env: dict | None, device: str | None = None) -> list[str]:
     """Why the machine a record (or `harness env`) describes was busy: [] when it was not, or is unknown.
 
     Busy means: the 1-minute load average exceeds the host's cores (more runnable threads than
     cores: the run had to share them; a run's own threads count, so a run that fills every core
-    is not flagged by itself), or another process was computing on the GPU the run used (on any
-    GPU when the device is not known). Records made before this was captured say nothing.
+    is not flagged by itself); another process was computing on the GPU the run used (on any GPU
+    when the device is not known); for a run on a GPU, another GPU of the host was computing too (its
+    processes, or its utilisation where NVML lists none): they share the host's power and cooling, and
+    clocks move with them; or the run was timed with the host shared (`measure.share_host`) or without the
+    host's timing lock. Records made before this was captured say nothing.
     """
     env = env or {}
     out = []
@@ -81,13 +89,37 @@ def busy_reasons(env: dict | None, device: str | None = None) -> list[str]:
     cores = _cores(env)
     if load and cores and load[0] is not None and float(load[0]) > cores:
         out.append(f"load average {float(load[0]):.1f} exceeds the {cores} cores")
+    return out + _gpu_reasons(env, _gpu_indices(env, device)) + _isolation_reasons(env.get("isolation"))
+
+
+def _gpu_reasons(env: dict, wanted: list[str] | None) -> list[str]:
+    """Other work on the run's GPUs (`wanted`; None: any), and, for a GPU run, on the host's other GPUs."""
+    out = []
     procs = env.get("gpu_processes")
-    if isinstance(procs, dict):
-        wanted = _gpu_indices(env, device)
-        for index, found in sorted(procs.items()):
-            if found and (wanted is None or str(index) in wanted):
-                out.append(f"{len(found)} other process(es) computing on GPU {index}")
+    procs = procs if isinstance(procs, dict) else {}
+    for index, found in sorted(procs.items()):
+        if found and (wanted is None or str(index) in wanted):
+            out.append(f"{len(found)} other process(es) computing on GPU {index}")
+        elif found and wanted:
+            out.append(f"{len(found)} process(es) computing on the host's GPU {index}, beside this run's GPU")
+    utilization = env.get("gpu_utilization")
+    if wanted and isinstance(utilization, dict):
+        for index, pct in sorted(utilization.items()):
+            if str(index) not in wanted and not procs.get(str(index)) and isinstance(pct, (int, float)) \
+                    and pct > BUSY_GPU_PCT:
+                out.append(f"the host's GPU {index} was {pct:.0f}% busy beside this run's GPU")
     return out
+
+
+def _isolation_reasons(isolation) -> list[str]:
+    """A run timed without the host to itself (harness.worker.hostlock): shared on purpose, or unlocked."""
+    if not isinstance(isolation, dict):
+        return []
+    if isolation.get("mode") == "shared":
+        return ["timed with the host shared (measure.share_host): other sessions may have timed runs beside it"]
+    if isolation.get("mode") == "unlocked":
+        return [f"timed without the host's timing lock ({isolation.get('reason') or 'it could not be taken'})"]
+    return []
 
 
 def environment_warnings(env: dict | None = None) -> list[str]:

@@ -221,6 +221,11 @@ def describe_event(spec, event: dict, *, live: bool) -> str | None:
         return f"{probe}{done}" + (f"; warm-up: {warmup} step(s)" if warmup else "")
     if phase == "block":
         return probe + _describe_block(spec, event)
+    if phase == "host_lock":  # harness.worker.hostlock: another session on this host is timing a run
+        if event.get("waiting"):
+            return (f"{probe}waiting for the host's timing lock ({event.get('lock')}), held by "
+                    f"{event.get('holder') or 'another harness session'}: two sessions never time at once")
+        return f"{probe}got the host's timing lock after {format_duration(_number(event, 'waited_s') or 0.0)}"
     if phase == "probe_done":  # harness.session.capacity, after each probe: its answer and where its time went
         return probe + _describe_probe(event)
     return None

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from harness.errors import StoreWriteError, Unsupported
 from harness.machine import env as env_mod
@@ -35,6 +35,7 @@ from harness.seam.backend import available_backends
 from harness.session.dataparallel import merge, read_rank_results, scaling_efficiency
 from harness.session.plan import RunSpec, one_replica_key
 from harness.spec.devices import gpu_index
+from harness.worker.hostlock import HELD_VARIABLE, timing_lock
 from harness.worker.neighbours import PAUSE_FILE
 from harness.workloads import WORKLOADS
 
@@ -79,6 +80,29 @@ class ProgressReader:
             if isinstance(event, dict) and isinstance(event.get("phase"), str):
                 events.append(event)
         return events
+
+
+class LockWait:
+    """How long the running worker has waited for the host's timing lock (its `host_lock` progress events,
+    harness.worker.hostlock): that time is another session's, so it does not count against the run's timeout."""
+
+    def __init__(self):
+        self.waited_s = 0.0
+        self._since: float | None = None
+
+    def note(self, event: dict) -> None:
+        """Take in one progress event (only `host_lock` ones count)."""
+        if event.get("phase") != "host_lock":
+            return
+        if event.get("waiting"):
+            self._since = time.monotonic()
+        elif self._since is not None:
+            self.waited_s += time.monotonic() - self._since
+            self._since = None
+
+    def seconds(self) -> float:
+        """Seconds waited so far, the wait still going on included."""
+        return self.waited_s + (time.monotonic() - self._since if self._since is not None else 0.0)
 
 
 class Interrupted(Exception):
@@ -294,6 +318,7 @@ class Runner:
         #: (None: where that is harmless, `_overlap_harmless`; True/False: always, never)
         self.overlap = overlap
         self._next: RunSpec | None = None
+        self._lock_wait = LockWait()
 
     @contextlib.contextmanager
     def workers_ahead(self):
@@ -433,9 +458,11 @@ class Runner:
                                      duration_s=time.perf_counter() - started)
             if launch is not None:
                 result = result.updated(distributed=self._layout(spec, launch))
-            procs, timed_out, leftovers = self._start_and_wait(spec, files, commands, ahead, base_env)
+            with self._replicas_lock(spec, launch) as isolation:
+                procs, timed_out, leftovers = self._start_and_wait(spec, files, commands, ahead, base_env)
             if launch is not None:
                 result = self._merge_replicas(result, spec, launch, procs, files, timed_out, leftovers)
+                result = result.updated(env={**(result.env or {}), "isolation": isolation})
             else:
                 result = _worker_result(result, spec, files.result, timed_out, procs[0])
             result = _with_evidence(result, files.log).updated(compile_cache=cache_state)
@@ -483,7 +510,35 @@ class Runner:
         if self._replicas(spec) == 1:
             return None, [(worker, env)]
         launch = backend.launch(spec, worker, self._cluster_for_run(spec))
-        return launch, [(p.argv, {**env, **p.env, "HARNESS_REPLICA": "1"}) for p in launch.processes]
+        return launch, [(p.argv, {**env, **p.env, "HARNESS_REPLICA": "1", HELD_VARIABLE: "1"}) for p in launch.processes]
+
+    @contextlib.contextmanager
+    def _replicas_lock(self, spec: RunSpec, launch: dp.Launch | None) -> Iterator[dict | None]:
+        """The host's timing lock for a data-parallel run, held here from its launch to its last replica's exit
+        (its replicas do not take it: HELD_VARIABLE): ranks that waited for the lock inside a collective could
+        outlast the collective's timeout. Yields the record's `env.isolation`; None for a plain run (its worker
+        takes the lock). Not taken over several nodes: each node's lock is its own, and two such sessions each
+        holding one node's lock would wait for each other for ever; the scheduler keeps them apart."""
+        if launch is None:
+            yield None
+            return
+        if self.cluster.multi_node:
+            yield {"mode": "not_taken", "reason": "a run over several nodes: keep such sessions apart with the "
+                                                  "scheduler (Slurm --exclusive)"}
+            return
+        who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device} (data-parallel)"}
+        show = functools.partial(self._show_lock_event, spec)
+        with timing_lock(bool(spec.measure.get("share_host")), who, show) as isolation:
+            yield isolation
+
+    def _show_lock_event(self, spec: RunSpec, phase: str, **figures) -> None:
+        """A `host_lock` event of the runner's own wait, shown as a worker's would be."""
+        try:
+            self.on_progress(spec, {"phase": phase, "t": time.time(), **figures})
+        except Interrupted:
+            raise
+        except Exception:  # noqa: BLE001 - a display that fails must not fail the run
+            pass
 
     def _layout(self, spec: RunSpec, launch: dp.Launch) -> dict:
         """A data-parallel record's `distributed` before its replicas run: the launcher and the layout."""
@@ -564,6 +619,7 @@ class Runner:
         distributed.FAIL_FAST_GRACE_S to write their results; then they are stopped (they would wait for
         it in an all-reduce until the timeout)."""
         deadline = time.monotonic() + spec.timeout_s
+        self._lock_wait = LockWait()
         failed_at = None
         while True:
             running = [p for p in procs if p.poll() is None]
@@ -576,7 +632,7 @@ class Runner:
                 for p in running:
                     _kill_group(p)
                 continue
-            left = deadline - time.monotonic()
+            left = deadline + self._lock_wait.seconds() - time.monotonic()
             if left <= 0:
                 self._report(spec, progress)
                 return all(p.poll() is not None for p in procs)  # they may have left just as time ran out
@@ -592,6 +648,7 @@ class Runner:
 
     def _report(self, spec: RunSpec, progress: ProgressReader) -> None:
         for event in progress.read():
+            self._lock_wait.note(event)
             try:
                 self.on_progress(spec, event)
             except Interrupted:  # a signal that arrived while the event was shown

@@ -8,12 +8,13 @@ workload's verdict on its checks), here, and the record's fields (harness.worker
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
 from harness.machine import env as env_mod
@@ -23,6 +24,7 @@ from harness.seam.backend import Backend, RunContext, available_backends
 from harness.seam.distributed import Replica, replica_device, threads_per_replica
 from harness.seam.runspec import RunSpec
 from harness.worker.figures import TimedRun, figures
+from harness.worker.hostlock import HELD_VARIABLE, timing_lock
 from harness.worker.measure import AUTO, run_timed
 from harness.worker.neighbours import paused
 from harness.worker.outcome import Measured, WorkerResult
@@ -114,6 +116,8 @@ class OpenRun:
     device: Device
     #: which replica of a data-parallel run this process is; None for a plain run
     replica: Replica | None
+    #: who this run is, for another session that waits for the host's timing lock
+    who: dict[str, Any] | None = None
 
 
 def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerResult) -> None:
@@ -169,7 +173,9 @@ def open_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerRes
     result.framework_env = identity.pop("env", None)
     result.identity = identity
     ctx.warnings.extend(device.check_build())  # before any kernel: a build the GPU cannot load is `unsupported`
-    return OpenRun(workload=workload, params=params, options=options, measure=measure, device=device, replica=replica)
+    who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device or 'auto'}"}
+    return OpenRun(workload=workload, params=params, options=options, measure=measure, device=device, replica=replica,
+                   who=who)
 
 
 def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result: WorkerResult,
@@ -187,7 +193,8 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
         result.framework_env = device.identity()["env"]  # again: the settings prepare put in force (TF32, threads)
         phases.next("steps")
         try:
-            with paused() as neighbours:  # the next run's worker, importing ahead, is still while this one is timed
+            # no other session times while this run is; the next run's worker, importing ahead, is still
+            with host_isolation(run, result), paused() as neighbours:
                 timing, work, sync_api, checks, extra = _timed_steps(prepared, run, probe, ctx, result, phases)
             if neighbours:
                 extra["paused_workers"] = len(neighbours)
@@ -195,6 +202,25 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
             prepared.close()
     return TimedRun(timing=timing, work_per_step=work, api={**prepared.api, "sync": sync_api}, checks=checks,
                     extra=extra, distributed=prepared.distributed)
+
+
+@contextlib.contextmanager
+def host_isolation(run: OpenRun, result: WorkerResult) -> Iterator[None]:
+    """Hold the host's timing lock for the block (harness.worker.hostlock), shared under `measure.share_host`;
+    the record's `env.isolation` says how. One process per run takes it on each host: a plain run's worker;
+    for a data-parallel run the runner (HELD_VARIABLE), else its local rank 0."""
+    share = bool(run.measure.get("share_host"))
+    if os.environ.get(HELD_VARIABLE) == "1":  # a data-parallel run's replica: the runner holds it for the run
+        result.isolation = {"mode": "shared" if share else "exclusive", "held_by": "the runner"}
+        yield
+        return
+    if run.replica is not None and run.replica.local_rank != 0:
+        result.isolation = {"mode": "shared" if share else "exclusive", "held_by": "local rank 0"}
+        yield
+        return
+    with timing_lock(share, run.who or {}, progress_writer()) as isolation:
+        result.isolation = isolation
+        yield
 
 
 def _timed_steps(prepared, run: OpenRun, probe: bool, ctx: RunContext, result: WorkerResult, phases: Phases):
@@ -278,7 +304,8 @@ def execute(spec: RunSpec) -> WorkerResult:
         record_failure(result, exc, backend)
     result.warnings = list(ctx.warnings)
     result.host_peak_rss_bytes = host_peak_rss_bytes()
-    result.env = {**env_mod.capture(), "framework": result.framework_env or {}}
+    result.env = {**env_mod.capture(), "framework": result.framework_env or {},
+                  **({"isolation": result.isolation} if result.isolation is not None else {})}
     result.duration_s = time.perf_counter() - started
     return result
 

@@ -157,6 +157,10 @@ class Measure(NumbersNotBooleans):
     profile: StrictBool = False
     #: Where the profiler's raw trace is kept (a folder; each run writes beneath it); None: not kept.
     profile_trace_dir: str | None = Field(None, min_length=1)
+    #: Let this scenario's runs be timed while other harness sessions on the host time theirs (one per GPU,
+    #: say): the host-wide timing lock is taken shared, not exclusive (harness.worker.hostlock). Each record
+    #: says so, and `compare` marks verdicts resting on such runs as measured on a busy machine.
+    share_host: StrictBool = False
 
     @field_validator("steps", "processes", mode="before")
     @classmethod
@@ -208,7 +212,8 @@ def describe_measure(measure: dict) -> str:
         processes = f"{least} process(es)"
     else:
         processes = f"processes auto {least}-{most} (until the CI over processes is within {cfg['process_ci_pct']:g}%)"
-    return f"{steps} x {blocks}; {processes}; caches {cfg['compile_cache']}"
+    shared = "; host shared with other sessions (share_host)" if cfg.get("share_host") else ""
+    return f"{steps} x {blocks}; {processes}; caches {cfg['compile_cache']}{shared}"
 
 
 @dataclass(frozen=True)

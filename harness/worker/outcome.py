@@ -85,6 +85,8 @@ class WorkerResult:
     traceback: str | None = None
     warnings: list[str] = field(default_factory=list)
     host_peak_rss_bytes: int | None = None
+    #: how the run kept the host to itself while timed (harness.worker.hostlock.timing_lock); into `env.isolation`
+    isolation: dict[str, Any] | None = None
     #: the whole `env`: the machine's, with `framework_env` under `framework`
     env: dict[str, Any] | None = None
     duration_s: float | None = None

@@ -96,6 +96,7 @@ def table_notes(table) -> list[str]:
         notes.append(f"{CI_WITHIN}: one process per side, so the CI comes from the timed blocks of those two "
                      "processes; it leaves out the spread between processes and no verdict rests on it.")
     if any(_true(r.get("busy")) for r in rows):
-        notes.append(f"{BUSY_NOTE}: some records were measured while the load average exceeded the cores or "
-                     "other processes computed on their GPU (see warnings); rerun on a quiet machine.")
+        notes.append(f"{BUSY_NOTE}: some records were measured while the load average exceeded the cores, "
+                     "other processes computed on their GPU or the host's other GPUs, or with the host shared "
+                     "(--share-host) (see warnings); rerun on a quiet machine.")
     return notes
