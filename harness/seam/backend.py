@@ -25,6 +25,7 @@ from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import WORKLOADS
 from harness.workloads.base import Params
+from harness.workloads.host_inputs import host_inputs_unsupported_reason
 
 ENTRY_POINT_GROUP = "harness.backends"
 
@@ -112,7 +113,8 @@ class Backend:
         for key, allowed in self.workloads[workload].items():
             if key in params and params[key] not in allowed:
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
-        return self.replicas_unsupported_reason(workload, params, device, options)
+        return (host_inputs_unsupported_reason(workload, params)
+                or self.replicas_unsupported_reason(workload, params, device, options))
 
     def replicas_unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Why this backend cannot run these params data-parallel (replicas > 1), or None."""
