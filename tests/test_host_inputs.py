@@ -12,7 +12,11 @@ import pytest
 
 from harness.seam.runspec import run_key
 from harness.workloads.base import fingerprint
-from harness.workloads.host_inputs import HOST_BATCHES, dataset_fingerprint, host_batches
+from harness.workloads.host_inputs import (
+    HOST_BATCHES,
+    dataset_fingerprint,
+    host_batches,
+)
 from harness.workloads.resnet50_train import ResNet50Params, synthetic_batch
 from tests.specs import backend_spec, run_backend
 

@@ -16,7 +16,12 @@ import numpy as np
 
 from backends.tensorflow import compat
 from harness.seam.adapter import RunInputs
-from harness.workloads.host_inputs import batch_bytes, dataset_fingerprint, host_batches, pipeline_api
+from harness.workloads.host_inputs import (
+    batch_bytes,
+    dataset_fingerprint,
+    host_batches,
+    pipeline_api,
+)
 
 #: Batches tf.data keeps ready ahead of the step (on the device, on a GPU): one, the next step's.
 PREFETCHED_BATCHES = 1

@@ -17,7 +17,12 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.seam.adapter import RunInputs
-from harness.workloads.host_inputs import batch_bytes, dataset_fingerprint, host_batches, pipeline_api
+from harness.workloads.host_inputs import (
+    batch_bytes,
+    dataset_fingerprint,
+    host_batches,
+    pipeline_api,
+)
 
 #: Batches put on the device ahead of the step that consumes them.
 AHEAD = 1

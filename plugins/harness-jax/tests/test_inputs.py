@@ -8,7 +8,11 @@ pytest.importorskip("flax")
 
 from helpers import TINY_RESNET, train  # noqa: E402
 
-from harness.workloads.host_inputs import HOST_BATCHES, dataset_fingerprint, host_batches  # noqa: E402
+from harness.workloads.host_inputs import (  # noqa: E402
+    HOST_BATCHES,
+    dataset_fingerprint,
+    host_batches,
+)
 from harness.workloads.resnet50_train import ResNet50Params  # noqa: E402
 from harness_jax import JaxBackend  # noqa: E402
 from harness_jax.inputs import prefetched  # noqa: E402
