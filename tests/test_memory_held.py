@@ -14,7 +14,7 @@ from harness.workloads import get_workload
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from backends.torch import resnet50_train  # noqa: E402 - needs torch
+from backends.torch import inputs as torch_inputs  # noqa: E402 - needs torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,14 +27,14 @@ def _params(memory_format: str):
 def _drawn(monkeypatch) -> list:
     """Weak references to every host array synthetic_batch hands the backend."""
     refs = []
-    real = resnet50_train.synthetic_batch
+    real = torch_inputs.synthetic_batch
 
     def recording(*args, **kwargs):
         arrays = real(*args, **kwargs)
         refs.extend(weakref.ref(a) for a in arrays)
         return arrays
 
-    monkeypatch.setattr(resnet50_train, "synthetic_batch", recording)
+    monkeypatch.setattr(torch_inputs, "synthetic_batch", recording)
     return refs
 
 
@@ -43,7 +43,7 @@ def test_the_host_batch_is_dropped_once_the_batch_is_on_the_device(monkeypatch, 
     # `meta` stands for a device that is not the host's memory: .to() copies there, as to a GPU
     refs = _drawn(monkeypatch)
     run = RunInputs(seed=0, options={}, ctx=RunContext(), probe=True)  # a probe: no read-back for the fingerprint
-    images, labels, _ = resnet50_train.build_inputs(_params(memory_format), torch.device("meta"), run)
+    images, labels = torch_inputs.device_feed(_params(memory_format), torch.device("meta"), run).next()
     gc.collect()
     assert refs and all(ref() is None for ref in refs)  # no host copy outlives the device copy
     wanted = torch.channels_last if memory_format == "channels_last" else torch.contiguous_format
@@ -55,11 +55,12 @@ def test_channels_last_reaches_the_device_in_one_copy_with_the_same_fingerprint(
     # on the CPU the drawn array is the batch itself: no second host copy in the other layout
     refs = _drawn(monkeypatch)
     run = RunInputs(seed=0, options={}, ctx=RunContext())
-    images, _, fingerprint = resnet50_train.build_inputs(_params("channels_last"), torch.device("cpu"), run)
+    feed = torch_inputs.device_feed(_params("channels_last"), torch.device("cpu"), run)
+    (images, _), fingerprint = feed.next(), feed.fingerprint
     drawn = refs[0]()
     assert drawn is not None and drawn.shape == (3, 32, 32, 3)  # drawn (N, H, W, 3) on the host
     assert images.data_ptr() == drawn.ctypes.data and images.is_contiguous(memory_format=torch.channels_last)
-    _, _, nchw = resnet50_train.build_inputs(_params("channels_first"), torch.device("cpu"), run)
+    nchw = torch_inputs.device_feed(_params("channels_first"), torch.device("cpu"), run).fingerprint
     assert fingerprint == nchw  # the same images in either layout
 
 

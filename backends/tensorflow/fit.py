@@ -138,17 +138,22 @@ def _scalars(weights) -> int:
     return total
 
 
-def prepare_fit(params, model, images, labels, inputs_fingerprint: str | None, options: dict, api: dict) -> Prepared:
-    """The default path's Prepared step: compile at Keras's defaults, a tf.data pipeline repeating the batch,
-    `options["fit_steps"]` steps per call; the optimizer, loss, inputs and execution APIs into `api`."""
+def prepare_fit(params, model, data, inputs_fingerprint: str | None, options: dict, api: dict) -> Prepared:
+    """The default path's Prepared step: compile at Keras's defaults, `options["fit_steps"]` steps per call over
+    `data`: `inputs: host`'s tf.data pipeline, or (images, labels), the device batch, which a pipeline repeats;
+    the optimizer, loss, inputs and execution APIs into `api`."""
     tf = compat.tf_module()
     steps = int(options.get("fit_steps", 20))
     resolved = compile_at_defaults(model, params)
-    dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
     api["optimizer"] = f"{resolved['sgd_api']}; compiled by model.compile as {resolved['optimizer']}"
     api["loss"] = "keras.losses.SparseCategoricalCrossentropy(from_logits=True) on float32 logits, mean"
-    api["inputs"] = ("tf.data.Dataset.from_tensors((images, labels)).repeat(): the run's batch every step, "
-                     "through fit's own data handler (tf.data runs its pipeline on the host)")
+    if isinstance(data, tuple):
+        dataset = tf.data.Dataset.from_tensors(data).repeat()
+        api["inputs"] = ("tf.data.Dataset.from_tensors((images, labels)).repeat(): the run's batch every step, "
+                         "through fit's own data handler (tf.data runs its pipeline on the host, so fit copies the "
+                         "batch to the device each step even with inputs: device)")
+    else:
+        dataset = data  # api["inputs"] already names the host pipeline
     api["execution"] = describe(resolved, steps)
     api["grad_accum"] = "1 micro-batch per optimizer update (model.fit)"
     api["memory_format"] = f"keras data_format={params.memory_format!r}"

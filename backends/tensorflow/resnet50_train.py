@@ -23,6 +23,7 @@ import numpy as np
 
 from backends.tensorflow import EAGER_TRAINING, compat, device
 from backends.tensorflow.fit import prepare_fit
+from backends.tensorflow.inputs import HostPipeline, host_pipeline
 from backends.tensorflow.step import (
     Step,
     build_replica_step,
@@ -33,6 +34,7 @@ from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunContext, RunInputs
 from harness.seam.distributed import collective_env
 from harness.workloads.base import fingerprint
+from harness.workloads.host_inputs import DEVICE_API
 from harness.workloads.resnet50_train import (
     EXPANSION,
     STAGES,
@@ -215,9 +217,12 @@ def prepare(params, dev, run: RunInputs) -> Prepared:
     model = build_model(params, dev, run.seed, api)
     variables = model.trainable_variables
     inputs = build_inputs(params, dev, run)
+    api["inputs"] = inputs.api
     if params.execution == "default":  # Keras's model.fit at its own defaults (backends.tensorflow.fit)
         add_warnings(params, dev.placement, run.ctx)
-        return prepare_fit(params, model, inputs.images, inputs.labels, inputs.fingerprint, run.options, api)
+        pipeline = inputs.pipeline
+        return prepare_fit(params, model, (inputs.images, inputs.labels) if pipeline is None else pipeline.dataset,
+                           inputs.fingerprint, run.options, api)
     update = build_optimizer(params, variables, api, run.options.get("optimizer_jit_compile", False))
     add_warnings(params, dev.placement, run.ctx)
     replica = run.replica
@@ -259,11 +264,22 @@ class Inputs:
     strategy: Any
     #: TensorFlow's names of the devices this process holds replicas on (MirroredStrategy); [] otherwise
     in_process: list[str]
+    #: the record's api.inputs
+    api: str = DEVICE_API
+    #: inputs: host, the tf.data pipeline a step reads its batch from; None: every step reads images, labels
+    pipeline: HostPipeline | None = None
+
+    def next(self) -> tuple[Any, Any]:
+        """The (images, labels) the next step consumes."""
+        return self.pipeline.next() if self.pipeline is not None else (self.images, self.labels)
 
 
 def build_inputs(params, dev, run: RunInputs) -> Inputs:
     """This replica's synthetic batch as tensors, fingerprinted; under MirroredStrategy each replica's own batch
     on its own device, handed to each replica by strategy.run."""
+    if getattr(params, "inputs", "device") == "host":  # replicas: 1 only (refused in the plan otherwise)
+        pipeline = host_pipeline(params, dev.placement, run)
+        return Inputs(None, None, pipeline.fingerprint, None, [], pipeline.api, pipeline)
     tf = compat.tf_module()
     replica = run.replica
     channels_last = params.memory_format == "channels_last"
@@ -444,7 +460,7 @@ class Training:
         """One training step; its loss kept (read as a number only after the timed region)."""
         tf = self.tf
         try:
-            loss = self.step_fn.call(self.inputs.images, self.inputs.labels)
+            loss = self.step_fn.call(*self.inputs.next())
             if self.inputs.strategy is not None:  # this worker's one replica's loss
                 loss = self.inputs.strategy.experimental_local_results(loss)[0]
         except (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError) as exc:
@@ -479,6 +495,8 @@ class Training:
     def timing_fields(self) -> dict:
         """The tf.function's trace count, the images of one step, and the loss scale under amp_fp16."""
         out = {"traces": self.step_fn.traces(), "images_per_step": float(self.params.batch_size * self.params.grad_accum)}
+        if self.inputs.pipeline is not None:
+            out["host_to_device_bytes_per_step"] = self.inputs.pipeline.bytes_per_step
         if self.params.precision == "amp_fp16":
             out["loss_scale"] = compat.loss_scale_value(self.update.optimizer)
         return out

@@ -12,11 +12,10 @@ from typing import Any, Callable
 
 from backends.torch import compat
 from backends.torch import precision as precisions
+from backends.torch.inputs import Feed, build_feed
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.seam.distributed import collective_env
-from harness.workloads.base import fingerprint
-from harness.workloads.resnet50_train import synthetic_batch
 
 #: torch.compile modes that capture the compiled graphs in CUDA graphs (torch's docs: reduce-overhead, max-autotune)
 CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
@@ -41,16 +40,25 @@ def prepare(p, device, run: RunInputs) -> Prepared:
     if run.replica is not None:
         model, api["distribution"], distributed = data_parallel(model, device, p, run.options.get("optimize_ddp", "ddp_optimizer"))
         api["allreduce"] = ", ".join(f"{k}={v}" for k, v in distributed.items() if k != "env")
-    images, labels, inputs_fingerprint = build_inputs(p, device.torch, run)
+    feed = build_feed(p, device.torch, run)
+    api["inputs"] = feed.api
     optimizer = build_optimizer(p, model, amp, api)
     mode = compile_mode(p, run)
     net = compat.torch_compile(model, mode=mode) if mode in CUDA_GRAPH_COMPILE_MODES else model
-    train_step = make_train_step(p, net, optimizer, amp, images, labels)
+    train_step = make_train_step(p, net, optimizer, amp)
     losses: dict[str, Any] = {}
-    step = build_step(p.execution, mode, train_step, optimizer, losses, api)
-    checks = partial(training_checks, model, losses, n_params, inputs_fingerprint)
+    step = build_step(p.execution, mode, train_step, optimizer, losses, api, feed)
+    checks = partial(training_checks, model, losses, n_params, feed.fingerprint)
     return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
-                    timing_fields=lambda: {"images_per_step": float(p.batch_size * p.grad_accum)})
+                    timing_fields=partial(timing_fields, p, feed))
+
+
+def timing_fields(p, feed: Feed) -> dict:
+    """The images of one step and, under inputs: host, the bytes each step copied from host to device."""
+    out = {"images_per_step": float(p.batch_size * p.grad_accum)}
+    if feed.bytes_per_step:
+        out["host_to_device_bytes_per_step"] = feed.bytes_per_step
+    return out
 
 
 @dataclass(frozen=True)
@@ -133,28 +141,6 @@ def build_model(p, dev, run: RunInputs, api: dict):
     return model, n_params
 
 
-def build_inputs(p, dev, run: RunInputs):
-    """This replica's synthetic batch on the device, in the memory format; (images, labels, fingerprint)."""
-    import torch
-
-    replica = run.replica
-    channels_last = p.memory_format == "channels_last"
-    # channels_last is drawn (N, H, W, 3) on the host and viewed as NCHW with channels_last strides, which
-    # .to() keeps: one copy of the batch reaches the device (a .contiguous(channels_last) there would hold it
-    # twice for a moment and leave the first copy in the allocator's cache)
-    images_np, labels_np = synthetic_batch(p, run.seed, 0 if replica is None else replica.rank,
-                                           channels_last=channels_last, probe=run.probe)
-    host = torch.from_numpy(images_np)
-    images = (host.permute(0, 3, 1, 2) if channels_last else host).to(dev)
-    labels = torch.from_numpy(labels_np).to(dev)
-    del images_np, labels_np, host  # on a GPU the host batch is dropped once on the device: only the step's copy stays
-    # what reached the device, read back in the neutral layout: equal on two backends means equal inputs.
-    # A capacity probe skips it: its record is compared with none, and reading back and hashing the batch
-    # costs seconds at the batches probes reach (0.7 GB at 1134 images)
-    inputs_fingerprint = None if run.probe else fingerprint(images.cpu().numpy(), labels.cpu().numpy())
-    return images, labels, inputs_fingerprint
-
-
 def build_optimizer(p, model, amp: Amp, api: dict):
     """SGD with momentum over the model's parameters; its API and grad_accum's into `api`."""
     import torch
@@ -173,14 +159,14 @@ def build_optimizer(p, model, amp: Amp, api: dict):
     return optimizer
 
 
-def make_train_step(p, net, optimizer, amp: Amp, images, labels) -> Callable[[], Any]:
-    """The training step of `net` (the model, or its compiled form): one optimizer step of grad_accum
-    micro-batches, returning the last micro-batch's loss (unscaled)."""
+def make_train_step(p, net, optimizer, amp: Amp) -> Callable[[Any, Any], Any]:
+    """The training step of `net` (the model, or its compiled form) on a batch (images, labels): one optimizer
+    step of grad_accum micro-batches, returning the last micro-batch's loss (unscaled)."""
     import torch.nn.functional as F
 
     accum, autocast, scaler = p.grad_accum, amp.autocast, amp.scaler
 
-    def train_step():
+    def train_step(images, labels):
         optimizer.zero_grad(set_to_none=True)
         loss = None
         for _ in range(accum):
@@ -223,12 +209,16 @@ def compile_mode(p, run: RunInputs) -> str | None:
     return mode
 
 
-def build_step(execution: str, mode: str | None, train_step: Callable[[], Any], optimizer, losses: dict,
-               api: dict) -> Callable[[], None]:
-    """The timed step in the execution mode, keeping the first and last losses in `losses`; its API into `api`."""
+def build_step(execution: str, mode: str | None, train_step: Callable[[Any, Any], Any], optimizer, losses: dict,
+               api: dict, feed: Feed) -> Callable[[], None]:
+    """The timed step in the execution mode on the feed's next batch, keeping the first and last losses in
+    `losses`; its API into `api`."""
     if execution == "cuda_graph":
         api["execution"] = "torch.cuda.CUDAGraph of the whole step (forward, loss, backward, optimizer.step), replayed"
-        return graph_replay_step(train_step, optimizer, losses)
+        if feed.refill is not None:
+            # a graph replays fixed input addresses: each step copies its batch into the captured input tensors
+            api["execution"] += "; each step's host batch copied into the graph's static inputs (copy_, non_blocking)"
+        return graph_replay_step(train_step, optimizer, losses, feed)
     model_only = mode in CUDA_GRAPH_COMPILE_MODES
     whole_step = train_step
     if execution == "compiled" and model_only:
@@ -243,26 +233,31 @@ def build_step(execution: str, mode: str | None, train_step: Callable[[], Any], 
         api["execution"] = "default -> eager: the plain Python step (forward, loss, backward, optimizer.step())"
     else:
         api["execution"] = "eager"
-    return called_step(whole_step, losses, mark_steps=model_only)
+    return called_step(whole_step, losses, feed, mark_steps=model_only)
 
 
-def graph_replay_step(train_step: Callable[[], Any], optimizer, losses: dict) -> Callable[[], None]:
-    """A step that captures `train_step` in a CUDA graph on its first call (warm-up included, like a compile)
-    and replays the graph on every call."""
+def graph_replay_step(train_step: Callable[[Any, Any], Any], optimizer, losses: dict, feed: Feed) -> Callable[[], None]:
+    """A step that captures `train_step` on the feed's first batch in a CUDA graph on its first call (warm-up
+    included, like a compile) and replays the graph on every call, after refilling its inputs where the feed
+    moves batches from the host."""
     graph_state: dict[str, Any] = {}
+    static = feed.next()
 
     def step():
         if "graph" not in graph_state:  # warm-up and capture inside the first step, like a compile
-            graph_state["graph"], graph_state["loss"] = _capture_step(train_step, optimizer, losses)
+            graph_state["graph"], graph_state["loss"] = _capture_step(partial(train_step, *static), optimizer, losses)
+        if feed.refill is not None:
+            feed.refill(*static)
         graph_state["graph"].replay()
         losses["last"] = graph_state["loss"]  # static: each replay overwrites it
 
     return step
 
 
-def called_step(whole_step: Callable[[], Any], losses: dict, *, mark_steps: bool) -> Callable[[], None]:
-    """A step that calls `whole_step`; with `mark_steps` (CUDA-graph compile modes) each call first announces a
-    new step to torch's CUDA graph trees."""
+def called_step(whole_step: Callable[[Any, Any], Any], losses: dict, feed: Feed, *,
+                mark_steps: bool) -> Callable[[], None]:
+    """A step that calls `whole_step` on the feed's next batch; with `mark_steps` (CUDA-graph compile modes)
+    each call first announces a new step to torch's CUDA graph trees."""
     import torch
 
     # under CUDA graphs (CUDA_GRAPH_COMPILE_MODES) each replay overwrites the last one's outputs: a new
@@ -273,7 +268,7 @@ def called_step(whole_step: Callable[[], Any], losses: dict, *, mark_steps: bool
     def step():
         if mark_step is not None:
             mark_step()
-        loss = whole_step()
+        loss = whole_step(*feed.next())
         if "first" not in losses:
             losses["first"] = loss.clone()
         losses["last"] = loss

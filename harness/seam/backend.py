@@ -25,6 +25,7 @@ from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import WORKLOADS
 from harness.workloads.base import DEFAULT_EXECUTION, Params
+from harness.workloads.host_inputs import host_inputs_unsupported_reason
 
 ENTRY_POINT_GROUP = "harness.backends"
 
@@ -115,7 +116,8 @@ class Backend:
                     return (f"the {self.name} backend does not declare execution: default for {workload} (what its "
                             "framework's users run is each backend's own to resolve; docs/execution.md)")
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
-        return self.replicas_unsupported_reason(workload, params, device, options)
+        return (host_inputs_unsupported_reason(workload, params)
+                or self.replicas_unsupported_reason(workload, params, device, options))
 
     def replicas_unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Why this backend cannot run these params data-parallel (replicas > 1), or None."""

@@ -42,6 +42,10 @@ class ResNet50Params(Params):
     #: TensorFlow MultiWorkerMirroredStrategy, one process per replica. batch_size is per replica;
     #: the headline counts every replica's images (global images/s). Strict: `true` or "2" is refused.
     replicas: StrictInt = Field(1, ge=1, le=1024)
+    #: Where the step's batches come from (docs/workloads.md): `device`, one synthetic batch resident on the
+    #: device; `host`, HOST_BATCHES distinct batches in host memory fed through the framework's own input
+    #: pipeline, one batch copied to the device per step.
+    inputs: Literal["device", "host"] = "device"
 
 
 def parameter_count(num_classes: int = 1000, model: str = "resnet50") -> int:
@@ -87,15 +91,16 @@ PROBE_DISTINCT_IMAGES = 64
 
 
 def synthetic_batch(p: ResNet50Params, seed: int, rank: int = 0, *, channels_last: bool = False,
-                    probe: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                    probe: bool = False, batch: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Images (N, 3, H, W) float32 standard normal and int64 labels, from the scenario's seed.
 
     One micro-batch of batch_size images; every backend converts it to its own layout, or asks for
     (N, H, W, 3) with `channels_last`. Replica `rank` of a data-parallel run draws its own batch from
     (seed, rank); rank 0 draws what a one-replica run draws, so its inputs_fingerprint matches the
     1-replica configuration's. A capacity `probe` draws PROBE_DISTINCT_IMAGES images and repeats them.
+    Batch `batch` of a host dataset (inputs: host) draws from (seed, rank, batch); batch 0 is the device batch.
     """
-    rng = np.random.default_rng(seed if rank == 0 else [seed, rank])
+    rng = np.random.default_rng([seed, rank, batch] if batch else seed if rank == 0 else [seed, rank])
     drawn = min(p.batch_size, PROBE_DISTINCT_IMAGES) if probe else p.batch_size
     images = rng.standard_normal((drawn, 3, p.image_size, p.image_size), dtype=np.float32)
     labels = rng.integers(0, p.num_classes, size=(drawn,), dtype=np.int64)
@@ -127,7 +132,8 @@ def training_verdict(checks: dict, p: ResNet50Params) -> tuple[str | None, str |
 
 RESNET50_TRAIN = Workload(
     name="resnet50_train",
-    description="ResNet-50 v1.5 training step (SGD with momentum) on synthetic on-device data; headline images/s",
+    description=("ResNet-50 v1.5 training step (SGD with momentum) on synthetic data, on the device or fed from "
+                 "host memory; headline images/s"),
     params_model=ResNet50Params,
     metric="throughput",
     unit="images/s",
@@ -137,11 +143,12 @@ RESNET50_TRAIN = Workload(
     peak_precision=_peak_precision,
     verdict=training_verdict,
     technique_baselines={"precision": "fp32", "execution": "eager", "recompute": "none",
-                         "memory_format": "channels_first"},
+                         "memory_format": "channels_first", "inputs": "device"},
     x_param="batch_size",
     plots=("throughput_vs_x", "memory_vs_x"),
     replicas_param="replicas",
-    quiet_defaults={"replicas": 1},
+    # `inputs` came after records existed: at `device` (what they all ran) it stays out of the run key
+    quiet_defaults={"replicas": 1, "inputs": "device"},
     # the stem's 64 x H/2 x W/2 activation (layer1's output, 256 x H/4 x W/4, is as large)
     largest_tensor_per_item=lambda p: 64 * _conv_out(p.image_size, 7, 2, 3) ** 2,
 )

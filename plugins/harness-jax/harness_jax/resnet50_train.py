@@ -16,9 +16,11 @@ import numpy as np
 
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import fingerprint
+from harness.workloads.host_inputs import DEVICE_API
 from harness.workloads.resnet50_train import synthetic_batch
 from harness_jax import EAGER_TRAINING
 from harness_jax.device import set_matmul_precision
+from harness_jax.inputs import host_feed
 
 #: The compute dtype of each neutral precision (parameters, classifier and loss stay float32).
 COMPUTE_DTYPES = {"fp32": "float32", "tf32": "float32", "amp_fp16": "float16", "amp_bf16": "bfloat16"}
@@ -168,11 +170,11 @@ def prepare(p, device, run: RunInputs) -> Prepared:
     model, params, batch_stats, n_params = build_model(p, run.seed, compute, api)
     optimizer = build_optimizer(p, api)
     state = initial_state(p, device, params, batch_stats, optimizer)
-    images, labels, inputs_fingerprint = build_inputs(p, device, run, api)
+    batch, inputs_fingerprint, copied = build_feed(p, device, run, api)
     call = build_step(p, device, model, optimizer, run, api)
     if compute != "float32" and not device.is_gpu:
         run.ctx.warnings.append(f"{compute} on the CPU: XLA's CPU emulates it; not a guide to any GPU")
-    training = Training(p, device, call, state, images, labels, n_params, inputs_fingerprint)
+    training = Training(p, device, call, state, batch, n_params, inputs_fingerprint, copied)
     return Prepared(step=training.step, api=api, checks=training.checks, timing_fields=training.timing_fields,
                     close=training.close)
 
@@ -235,6 +237,18 @@ def initial_state(p, device, params, batch_stats, optimizer) -> TrainState:
     return jax.device_put(state, device.jax)
 
 
+def build_feed(p, device, run: RunInputs, api: dict):
+    """Where each step's batch comes from: (next batch callable, fingerprint, bytes copied host to device per
+    step); `inputs: host` feeds the host dataset by prefetched jax.device_put, `device` reuses one batch."""
+    if getattr(p, "inputs", "device") == "host":
+        feed = host_feed(p, device, run, _layout(p))
+        api["data"] = api["inputs"] = feed.api
+        return feed.next, feed.fingerprint, feed.bytes_per_step
+    images, labels, inputs_fingerprint = build_inputs(p, device, run, api)
+    api["inputs"] = DEVICE_API
+    return (lambda: (images, labels)), inputs_fingerprint, 0
+
+
 def build_inputs(p, device, run: RunInputs, api: dict):
     """The synthetic batch on the device, in the layout; (images, labels, fingerprint); the data API into `api`."""
     layout = _layout(p)
@@ -288,10 +302,11 @@ def build_step(p, device, model, optimizer, run: RunInputs, api: dict):
 class Training:
     """A built training run: the state the step updates, the timed step, and what is read after it."""
 
-    def __init__(self, p, device, call, state: TrainState, images, labels, n_params: int,
-                 inputs_fingerprint: str):
+    def __init__(self, p, device, call, state: TrainState, batch, n_params: int,
+                 inputs_fingerprint: str | None, copied: int = 0):
         self.p, self.device, self.call = p, device, call
-        self.images, self.labels = images, labels
+        #: the (images, labels) the next step consumes; bytes each step copies from host to device
+        self.batch, self.copied = batch, copied
         self.n_params, self.inputs_fingerprint = n_params, inputs_fingerprint
         self.holder: dict[str, Any] = {"state": state}
         self.losses: dict[str, Any] = {}
@@ -299,7 +314,7 @@ class Training:
     def step(self) -> None:
         """One training step; the device holds its outputs (the clock waits on them)."""
         holder, losses = self.holder, self.losses
-        holder["state"], loss = self.call(holder["state"], self.images, self.labels)
+        holder["state"], loss = self.call(holder["state"], *self.batch())
         losses.setdefault("first", loss)
         losses["last"] = loss  # read as a number only after the timed region
         self.device.hold((holder["state"], loss))
@@ -316,6 +331,8 @@ class Training:
     def timing_fields(self) -> dict:
         """The images of one step, jax.jit's compilations, and the loss scale under amp_fp16."""
         out: dict[str, Any] = {"images_per_step": float(self.p.batch_size * self.p.grad_accum)}
+        if self.copied:
+            out["host_to_device_bytes_per_step"] = self.copied
         size = getattr(self.call, "_cache_size", None)
         if self.p.execution in ("compiled", "default") and callable(size):
             out["compilations"] = size()

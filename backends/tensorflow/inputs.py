@@ -1,0 +1,72 @@
+"""resnet50_train's `inputs: host` on TensorFlow: a tf.data pipeline over the host batches, prefetched to the device.
+
+What a TensorFlow user's loop does with an in-memory dataset: tf.data.Dataset.from_tensor_slices over
+the host tensors (one element a whole batch: the dataset is already batched), .repeat(), and on a GPU
+tf.data.experimental.prefetch_to_device, so the next batch's copy overlaps the step; on the CPU the
+batch is already in the memory the step reads, and the pipeline simply prefetches. The step takes each
+batch as the argument of its tf.function (the same shapes every step: it traces once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from backends.tensorflow import compat
+from harness.seam.adapter import RunInputs
+from harness.workloads.host_inputs import (
+    batch_bytes,
+    dataset_fingerprint,
+    host_batches,
+    pipeline_api,
+)
+
+#: Batches tf.data keeps ready ahead of the step (on the device, on a GPU): one, the next step's.
+PREFETCHED_BATCHES = 1
+
+
+@dataclass
+class HostPipeline:
+    """The host dataset's pipeline: `next()` gives the (images, labels) a step consumes."""
+
+    next: Callable[[], tuple[Any, Any]]
+    #: the pipeline's first pass read back and hashed in the neutral layout; None for a capacity probe
+    fingerprint: str | None
+    #: the record's api.inputs
+    api: str
+    #: bytes one step copies from host to device
+    bytes_per_step: int
+    #: the tf.data pipeline itself (what Keras's fit reads under execution: default)
+    dataset: Any = None
+
+
+def host_pipeline(params, placement, run: RunInputs) -> HostPipeline:
+    """tf.data over the host dataset in the model's layout (NHWC transposed on the host under channels_last, as
+    `inputs: device` does), repeated, prefetched to a GPU or prefetched on the CPU."""
+    tf = compat.tf_module()
+    channels_last = params.memory_format == "channels_last"
+    batches = host_batches(params, run.seed, channels_last=channels_last, probe=run.probe)
+    nbytes = batch_bytes(*batches[0])
+    with tf.device("/CPU:0"):  # the dataset lives in host memory, whatever the step's device
+        images = tf.constant(np.stack([x for x, _ in batches]))
+        labels = tf.constant(np.stack([y for _, y in batches]))
+        del batches
+        dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    if placement.is_gpu:
+        dataset = dataset.apply(tf.data.experimental.prefetch_to_device(placement.tf_name, PREFETCHED_BATCHES))
+        described = (f"tf.data.Dataset.from_tensor_slices(...).repeat()"
+                     f".apply(tf.data.experimental.prefetch_to_device({placement.tf_name!r}, {PREFETCHED_BATCHES}))")
+    else:
+        dataset = dataset.prefetch(PREFETCHED_BATCHES)
+        described = (f"tf.data.Dataset.from_tensor_slices(...).repeat().prefetch({PREFETCHED_BATCHES}) (on the CPU the "
+                     "batch is already in the memory the step reads: no copy to a device)")
+    fingerprint = None
+    if not run.probe:
+        check = iter(dataset)
+        fingerprint = dataset_fingerprint(lambda: tuple(t.numpy() for t in next(check)), channels_last)
+        del check
+    stream = iter(dataset)
+    return HostPipeline(next=lambda: next(stream), fingerprint=fingerprint, api=pipeline_api(described, nbytes),
+                        bytes_per_step=nbytes, dataset=dataset)

@@ -1,0 +1,65 @@
+"""`inputs: host` of resnet50_train, the framework-neutral half: the host dataset, what it costs, what says it.
+
+Every backend draws the same HOST_BATCHES batches from the scenario's seed (synthetic_batch), keeps them
+in host memory and feeds them through its framework's own input pipeline, one batch per training step;
+each backend reads the pipeline's first pass back from the device and hashes it with
+`dataset_fingerprint`, so equal fingerprints mean the same batches reached the step on every backend.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from harness.workloads.base import fingerprint
+from harness.workloads.resnet50_train import ResNet50Params, synthetic_batch
+
+#: Distinct batches a host dataset holds. Four: each step reads a batch that the step before did not (no
+#: cache or allocator can keep "the" batch hot), and at batch 256 and 224 px (154 MB a batch in float32)
+#: the dataset stays at 616 MB of host memory, plus what a pipeline keeps in flight.
+HOST_BATCHES = 4
+
+
+def host_inputs_unsupported_reason(workload: str, params: dict) -> str | None:
+    """Why `inputs: host` cannot run with these params on any backend (known before a worker starts); else None."""
+    if workload != "resnet50_train" or params.get("inputs") != "host":
+        return None
+    if int(params.get("grad_accum") or 1) > 1:
+        return ("inputs: host with grad_accum > 1: a step reads one batch from the input pipeline, and each "
+                "micro-batch of a real accumulation would read its own; run grad_accum: 1 or inputs: device")
+    if int(params.get("replicas") or 1) > 1:
+        return ("inputs: host with replicas > 1: each replica would need its own sharded input pipeline, which "
+                "harness does not build; run replicas: 1 or inputs: device")
+    return None
+
+
+def host_batches(p: ResNet50Params, seed: int, *, channels_last: bool = False,
+                 probe: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The host dataset: HOST_BATCHES (images, int64 labels) batches drawn from the scenario's seed, batch 0
+    the one `inputs: device` puts on the device; (N, H, W, 3) images with `channels_last`."""
+    return [synthetic_batch(p, seed, channels_last=channels_last, probe=probe, batch=i) for i in range(HOST_BATCHES)]
+
+
+def batch_bytes(images: np.ndarray, labels: np.ndarray) -> int:
+    """Bytes one step copies from host to device: its images and labels as the pipeline holds them."""
+    return int(images.nbytes + labels.nbytes)
+
+
+def dataset_fingerprint(read_back: Callable[[], tuple[np.ndarray, np.ndarray]], channels_last: bool) -> str:
+    """The fingerprint of one pass of a pipeline: HOST_BATCHES batches from `read_back` (each as it reached the
+    device, copied back to numpy), hashed in the neutral layout (NCHW float32, int64 labels) in order."""
+    arrays: list[np.ndarray] = []
+    for _ in range(HOST_BATCHES):
+        images, labels = read_back()
+        arrays += [images.transpose(0, 3, 1, 2) if channels_last else images, labels.astype(np.int64)]
+    return fingerprint(*arrays)
+
+
+def pipeline_api(framework_pipeline: str, nbytes: int) -> str:
+    """The record's `api.inputs` for a host pipeline: what the framework does, the dataset, the copy per step."""
+    return (f"host: {HOST_BATCHES} distinct synthetic batches in host memory, one per step through "
+            f"{framework_pipeline}; {nbytes:,} bytes copied host to device per step")
+
+
+DEVICE_API = "device: one synthetic batch resident on the device, reused by every step (no host-to-device copy)"
