@@ -88,18 +88,23 @@ def test_torch_feeds_host_batches_through_a_dataloader(params):
     assert "host_to_device_bytes_per_step" not in device["timing"] and device["api"]["inputs"].startswith("device:")
 
 
-@pytest.mark.parametrize("execution", ["eager", "graph"])
+@pytest.mark.parametrize("execution", ["eager", "graph", "default"])
 def test_tensorflow_feeds_host_batches_through_tf_data(execution):
     pytest.importorskip("tensorflow")
     from backends.tensorflow import TensorFlowBackend
 
     # channels_last: TensorFlow without oneDNN has no NCHW convolution on the CPU
     params = {**TINY, "memory_format": "channels_last", "execution": execution}
-    record = run_backend(TensorFlowBackend(), backend_spec("tensorflow", "resnet50_train", params, MEASURE))
+    # default: Keras's fit reads the same pipeline, 4 steps a call (one pass over the host dataset per call)
+    options = {"fit_steps": 4} if execution == "default" else {}
+    record = run_backend(TensorFlowBackend(), backend_spec("tensorflow", "resnet50_train", params, MEASURE,
+                                                           options=options))
     _check_record(record)
     assert "tf.data.Dataset.from_tensor_slices" in record["api"]["inputs"]
     if execution == "graph":  # each step's batch is an argument of the same shape: one trace
         assert record["timing"]["traces"] == 1
+    if execution == "default":
+        assert record["timing"]["steps_per_call"] == 4 and "model.fit" in record["api"]["execution"]
 
 
 def test_a_session_refuses_an_unsupported_host_combination_and_bad_values_exit_2(tmp_path, write_scenario, harness_cli):

@@ -92,9 +92,10 @@ def describe(resolved: dict[str, Any], k: int) -> str:
 class FitTraining:
     """A compiled Keras model trained by `fit`, k steps a call; its losses kept from fit's own logs."""
 
-    def __init__(self, model, dataset, steps: int, params, inputs_fingerprint: str | None, resolved: dict):
+    def __init__(self, model, dataset, steps: int, params, inputs_fingerprint: str | None, resolved: dict,
+                 bytes_per_step: int | None = None):
         self.model, self.dataset, self.steps, self.params = model, dataset, steps, params
-        self.inputs_fingerprint, self.resolved = inputs_fingerprint, resolved
+        self.inputs_fingerprint, self.resolved, self.bytes_per_step = inputs_fingerprint, resolved, bytes_per_step
         self.losses: dict[str, float] = {}
 
     def step(self) -> None:
@@ -120,7 +121,10 @@ class FitTraining:
     def timing_fields(self) -> dict:
         """The images of one training step and what `default` resolved to (the record's timing.fit)."""
         fit = {key: value for key, value in self.resolved.items() if key != "sgd_api"}
-        return {"images_per_step": float(self.params.batch_size), "fit": {**fit, "steps_per_epoch": self.steps}}
+        out = {"images_per_step": float(self.params.batch_size), "fit": {**fit, "steps_per_epoch": self.steps}}
+        if self.bytes_per_step is not None:
+            out["host_to_device_bytes_per_step"] = self.bytes_per_step
+        return out
 
     def close(self) -> None:
         """Drop fit's losses and the dataset (the model goes with the step)."""
@@ -138,10 +142,11 @@ def _scalars(weights) -> int:
     return total
 
 
-def prepare_fit(params, model, data, inputs_fingerprint: str | None, options: dict, api: dict) -> Prepared:
+def prepare_fit(params, model, data, inputs_fingerprint: str | None, options: dict, api: dict,
+                bytes_per_step: int | None = None) -> Prepared:
     """The default path's Prepared step: compile at Keras's defaults, `options["fit_steps"]` steps per call over
-    `data`: `inputs: host`'s tf.data pipeline, or (images, labels), the device batch, which a pipeline repeats;
-    the optimizer, loss, inputs and execution APIs into `api`."""
+    `data`: `inputs: host`'s tf.data pipeline (copying `bytes_per_step` a step), or (images, labels), the device
+    batch, which a pipeline repeats; the optimizer, loss, inputs and execution APIs into `api`."""
     tf = compat.tf_module()
     steps = int(options.get("fit_steps", 20))
     resolved = compile_at_defaults(model, params)
@@ -159,6 +164,6 @@ def prepare_fit(params, model, data, inputs_fingerprint: str | None, options: di
     api["memory_format"] = f"keras data_format={params.memory_format!r}"
     api["recompute"] = ("tf.recompute_grad around each bottleneck block, inside the model's call that fit traces"
                         if params.recompute == "blocks" else "none")
-    training = FitTraining(model, dataset, steps, params, inputs_fingerprint, resolved)
+    training = FitTraining(model, dataset, steps, params, inputs_fingerprint, resolved, bytes_per_step)
     return Prepared(step=training.step, api=api, checks=training.checks, timing_fields=training.timing_fields,
                     close=training.close, steps_per_call=steps)

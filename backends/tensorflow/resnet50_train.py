@@ -221,8 +221,10 @@ def prepare(params, dev, run: RunInputs) -> Prepared:
     if params.execution == "default":  # Keras's model.fit at its own defaults (backends.tensorflow.fit)
         add_warnings(params, dev.placement, run.ctx)
         pipeline = inputs.pipeline
-        return prepare_fit(params, model, (inputs.images, inputs.labels) if pipeline is None else pipeline.dataset,
-                           inputs.fingerprint, run.options, api)
+        if pipeline is None:
+            return prepare_fit(params, model, (inputs.images, inputs.labels), inputs.fingerprint, run.options, api)
+        return prepare_fit(params, model, pipeline.dataset, inputs.fingerprint, run.options, api,
+                           pipeline.bytes_per_step)
     update = build_optimizer(params, variables, api, run.options.get("optimizer_jit_compile", False))
     add_warnings(params, dev.placement, run.ctx)
     replica = run.replica
