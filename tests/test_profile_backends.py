@@ -12,7 +12,7 @@ import importlib.util
 import pytest
 
 from harness.seam.backend import available_backends
-from harness.worker.profile import CLASSES
+from harness.worker.profile import CLASSES, PROFILED_STEPS
 from tests.specs import backend_spec, run_backend
 
 MEASURE = {"warmup": 0, "steps": 1, "repeats": 2}
@@ -69,3 +69,16 @@ def test_tensorflow_cpu_run_profiled(execution):
 def test_jax_cpu_run_profiled():
     result = profiled("jax", {"execution": "compiled"})
     assert_well_formed(result["profile"], "jax.profiler", "convolution")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="tensorflow is not installed")
+def test_tensorflow_default_profile_counts_training_steps_not_fit_calls():
+    # one call of the default path's step is Keras's fit over k steps: the breakdown is per training step
+    spec = backend_spec("tensorflow", "resnet50_train",
+                        {**TINY, "image_size": 64, "memory_format": "channels_last", "execution": "default"},
+                        {**MEASURE, "profile": True}, options={"fit_steps": 4})
+    result = run_backend(available_backends()["tensorflow"], spec)
+    profile = result["profile"]
+    assert_well_formed(profile, "tf.profiler", "Conv2DBackpropInput")
+    assert profile["steps"] == PROFILED_STEPS * 4
+    assert 0.4 < profile["step_s"] / profile["timed_step_s"] < 2.5  # the same unit as the timed step, not k of them

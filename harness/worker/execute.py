@@ -253,8 +253,12 @@ def profile_after(device: Device, step, timing, run: OpenRun, ctx: RunContext, r
     if where and run.replica is not None:
         where = os.path.join(where, f"rank{run.replica.rank}")
     rss_before = host_peak_rss_bytes()  # the record's host_peak_rss_bytes, read at the end, includes the profiler's
-    profile = profile_run(lambda n, _: device.profile(step, n, where), timing.step_time_s(), run.measure,
-                          ctx.warnings)
+    def capture(calls: int, _):
+        captured = device.profile(step, calls, where)
+        captured.steps = calls * timing.steps_per_call  # a call of a Keras fit step is k training steps
+        return captured
+
+    profile = profile_run(capture, timing.step_time_s(), run.measure, ctx.warnings)
     profile["host_peak_rss_before_bytes"] = rss_before
     if run.replica is None or run.replica.rank == 0:
         result.profile = profile
