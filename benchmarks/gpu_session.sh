@@ -7,6 +7,8 @@
 #     tf-extra (recompute under tf.function and XLA, TF eager), frameworks-torch, frameworks-gemm
 #   the bundled frameworks file at its defaults, a precision a phase: frameworks-tf32, frameworks-amp_bf16,
 #     frameworks-amp_fp16 (resume:SESSION goes on with a stopped one)
+#   what users run: defaults (execution: default, inputs device and host), memory (allocator peak against a
+#     hand-written step)
 #   why one side is slower (docs/profile.md): breakdown, breakdown-unprofiled (its own STORE)
 #   A/A: aa-sessions (one GPU, two sessions), aa-gpus (cuda:0 against cuda:1)
 #   the largest batch that trains: cap-BACKEND-PRECISION-RECOMPUTE, one search a phase (cap-torch-fp32-none ...
@@ -161,6 +163,14 @@ for phase in $PHASES; do
       $H compare --by backend --store "$STORE" ;;
     resume:*)  # go on with a stopped session of this store
       $H run --resume "${phase#resume:}" --store "$STORE" ;;
+    defaults)  # what each framework's users run (execution: default: torch eager, Keras fit, JAX jit), tf32 and
+      # amp_bf16 at batch 256, batches on the device and fed from host memory; one process a configuration
+      HARNESS_BACKENDS=jax=harness_jax:JaxBackend PYTHONPATH=$PYTHONPATH:$PWD/plugins/harness-jax \
+        $H run scenarios/defaults.yaml --backend torch --backend tf --backend jax --set batch_size=256 \
+        --set 'precision=[tf32, amp_bf16]' --set measure.processes=1 --store "$STORE"
+      $H compare --by backend --store "$STORE" ;;
+    memory)  # harness's allocator peak against a hand-written torch step at the same batch (fp32, amp_bf16; recompute)
+      python3 benchmarks/memory_vs_hand.py --batch-size 256 ;;
     breakdown)  # where each framework's ResNet-50 step goes (profiled after timing), and the GEMM sanity check
       $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend torch \
         --set 'execution=[eager, cuda_graph, compiled]' --store "$STORE"
