@@ -9,14 +9,12 @@ batch as the argument of its tf.function (the same shapes every step: it traces 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
 import numpy as np
 
 from backends.tensorflow import compat
 from harness.seam.adapter import RunInputs
 from harness.workloads.host_inputs import (
+    HostFeed,
     batch_bytes,
     dataset_fingerprint,
     host_batches,
@@ -27,22 +25,7 @@ from harness.workloads.host_inputs import (
 PREFETCHED_BATCHES = 1
 
 
-@dataclass
-class HostPipeline:
-    """The host dataset's pipeline: `next()` gives the (images, labels) a step consumes."""
-
-    next: Callable[[], tuple[Any, Any]]
-    #: the pipeline's first pass read back and hashed in the neutral layout; None for a capacity probe
-    fingerprint: str | None
-    #: the record's api.inputs
-    api: str
-    #: bytes one step copies from host to device
-    bytes_per_step: int
-    #: the tf.data pipeline itself (what Keras's fit reads under execution: default)
-    dataset: Any = None
-
-
-def host_pipeline(params, placement, run: RunInputs) -> HostPipeline:
+def host_pipeline(params, placement, run: RunInputs) -> HostFeed:
     """tf.data over the host dataset in the model's layout (NHWC transposed on the host under channels_last, as
     `inputs: device` does), repeated, prefetched to a GPU or prefetched on the CPU."""
     tf = compat.tf_module()
@@ -68,5 +51,5 @@ def host_pipeline(params, placement, run: RunInputs) -> HostPipeline:
         fingerprint = dataset_fingerprint(lambda: tuple(t.numpy() for t in next(check)), channels_last)
         del check
     stream = iter(dataset)
-    return HostPipeline(next=lambda: next(stream), fingerprint=fingerprint, api=pipeline_api(described, nbytes),
+    return HostFeed(next=lambda: next(stream), fingerprint=fingerprint, api=pipeline_api(described, nbytes),
                         bytes_per_step=nbytes, dataset=dataset)

@@ -23,7 +23,7 @@ import numpy as np
 
 from backends.tensorflow import EAGER_TRAINING, compat, device
 from backends.tensorflow.fit import prepare_fit
-from backends.tensorflow.inputs import HostPipeline, host_pipeline
+from backends.tensorflow.inputs import host_pipeline
 from backends.tensorflow.step import (
     Step,
     build_replica_step,
@@ -34,7 +34,7 @@ from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunContext, RunInputs
 from harness.seam.distributed import collective_env
 from harness.workloads.base import fingerprint
-from harness.workloads.host_inputs import DEVICE_API
+from harness.workloads.host_inputs import DEVICE_API, HostFeed
 from harness.workloads.resnet50_train import (
     EXPANSION,
     STAGES,
@@ -269,7 +269,7 @@ class Inputs:
     #: the record's api.inputs
     api: str = DEVICE_API
     #: inputs: host, the tf.data pipeline a step reads its batch from; None: every step reads images, labels
-    pipeline: HostPipeline | None = None
+    pipeline: HostFeed | None = None
 
     def next(self) -> tuple[Any, Any]:
         """The (images, labels) the next step consumes."""

@@ -8,7 +8,8 @@ each backend reads the pipeline's first pass back from the device and hashes it 
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -19,6 +20,21 @@ from harness.workloads.resnet50_train import ResNet50Params, synthetic_batch
 #: cache or allocator can keep "the" batch hot), and at batch 256 and 224 px (154 MB a batch in float32)
 #: the dataset stays at 616 MB of host memory, plus what a pipeline keeps in flight.
 HOST_BATCHES = 4
+
+
+@dataclass
+class HostFeed:
+    """A backend's feed of the host dataset: `next()` gives the (images, labels) a training step consumes."""
+
+    next: Callable[[], tuple[Any, Any]]
+    #: the feed's first pass, read back and hashed in the neutral layout; None for a capacity probe
+    fingerprint: str | None
+    #: the record's api.inputs
+    api: str
+    #: bytes one step copies from host to device
+    bytes_per_step: int
+    #: the framework's own pipeline object, for a consumer that reads it itself (Keras's fit reads tf.data)
+    dataset: Any = None
 
 
 def host_inputs_unsupported_reason(workload: str, params: dict) -> str | None:

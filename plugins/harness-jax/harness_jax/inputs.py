@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from harness.seam.adapter import RunInputs
 from harness.workloads.host_inputs import (
+    HostFeed,
     batch_bytes,
     dataset_fingerprint,
     host_batches,
@@ -26,19 +26,6 @@ from harness.workloads.host_inputs import (
 
 #: Batches put on the device ahead of the step that consumes them.
 AHEAD = 1
-
-
-@dataclass
-class HostFeed:
-    """The host dataset's feed: `next()` gives the (images, labels) on the device a step consumes."""
-
-    next: Callable[[], tuple[Any, Any]]
-    #: the feed's first pass read back and hashed in the neutral layout; None for a capacity probe
-    fingerprint: str | None
-    #: the record's api.inputs
-    api: str
-    #: bytes one step copies from host to device
-    bytes_per_step: int
 
 
 def prefetched(put: Callable[[Any], Any], batches: list) -> Callable[[], tuple[Any, Any]]:
