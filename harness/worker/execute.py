@@ -307,14 +307,14 @@ def execute(spec: RunSpec) -> WorkerResult:
             raise
         record_failure(result, exc, backend)
     result.warnings = list(ctx.warnings)
-    closing = time.perf_counter()
+    # reading the environment (packages, NVML) comes after a measured run too: its `after` phase goes on over
+    # it, so the run's phases add up to its duration (tens of ms, more on a cold disk cache)
+    closing = Phases(result.phases_s, "after") if result.phases_s and "after" in result.phases_s else None
     result.host_peak_rss_bytes = host_peak_rss_bytes()
     result.env = {**env_mod.capture(), "framework": result.framework_env or {},
                   **({"isolation": result.isolation} if result.isolation is not None else {})}
-    if result.phases_s and "after" in result.phases_s:  # reading the environment (packages, NVML) comes after
-        # the run too: counted there, so a measured run's phases add up to its duration (tens of ms, more on a
-        # cold disk cache)
-        result.phases_s["after"] = round(result.phases_s["after"] + time.perf_counter() - closing, 3)
+    if closing is not None:
+        closing.next(None)
     result.duration_s = time.perf_counter() - started
     return result
 
