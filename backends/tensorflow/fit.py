@@ -142,28 +142,29 @@ def _scalars(weights) -> int:
     return total
 
 
-def prepare_fit(params, model, data, inputs_fingerprint: str | None, options: dict, api: dict,
-                bytes_per_step: int | None = None) -> Prepared:
+def prepare_fit(params, model, inputs, options: dict, api: dict) -> Prepared:
     """The default path's Prepared step: compile at Keras's defaults, `options["fit_steps"]` steps per call over
-    `data`: `inputs: host`'s tf.data pipeline (copying `bytes_per_step` a step), or (images, labels), the device
-    batch, which a pipeline repeats; the optimizer, loss, inputs and execution APIs into `api`."""
+    the run's inputs (backends.tensorflow.resnet50_train.Inputs): `inputs: host`'s tf.data pipeline, or the
+    device batch, which a pipeline repeats; the optimizer, loss, inputs and execution APIs into `api`."""
     tf = compat.tf_module()
     steps = int(options.get("fit_steps", 20))
     resolved = compile_at_defaults(model, params)
     api["optimizer"] = f"{resolved['sgd_api']}; compiled by model.compile as {resolved['optimizer']}"
     api["loss"] = "keras.losses.SparseCategoricalCrossentropy(from_logits=True) on float32 logits, mean"
-    if isinstance(data, tuple):
-        dataset = tf.data.Dataset.from_tensors(data).repeat()
+    host = inputs.pipeline
+    if host is None:
+        dataset = tf.data.Dataset.from_tensors((inputs.images, inputs.labels)).repeat()
         api["inputs"] = ("tf.data.Dataset.from_tensors((images, labels)).repeat(): the run's batch every step, "
                          "through fit's own data handler (tf.data runs its pipeline on the host, so fit copies the "
                          "batch to the device each step even with inputs: device)")
     else:
-        dataset = data  # api["inputs"] already names the host pipeline
+        dataset = host.dataset  # api["inputs"] already names the host pipeline
     api["execution"] = describe(resolved, steps)
     api["grad_accum"] = "1 micro-batch per optimizer update (model.fit)"
     api["memory_format"] = f"keras data_format={params.memory_format!r}"
     api["recompute"] = ("tf.recompute_grad around each bottleneck block, inside the model's call that fit traces"
                         if params.recompute == "blocks" else "none")
-    training = FitTraining(model, dataset, steps, params, inputs_fingerprint, resolved, bytes_per_step)
+    training = FitTraining(model, dataset, steps, params, inputs.fingerprint, resolved,
+                           None if host is None else host.bytes_per_step)
     return Prepared(step=training.step, api=api, checks=training.checks, timing_fields=training.timing_fields,
                     close=training.close, steps_per_call=steps)

@@ -220,11 +220,7 @@ def prepare(params, dev, run: RunInputs) -> Prepared:
     api["inputs"] = inputs.api
     if params.execution == "default":  # Keras's model.fit at its own defaults (backends.tensorflow.fit)
         add_warnings(params, dev.placement, run.ctx)
-        pipeline = inputs.pipeline
-        if pipeline is None:
-            return prepare_fit(params, model, (inputs.images, inputs.labels), inputs.fingerprint, run.options, api)
-        return prepare_fit(params, model, pipeline.dataset, inputs.fingerprint, run.options, api,
-                           pipeline.bytes_per_step)
+        return prepare_fit(params, model, inputs, run.options, api)
     update = build_optimizer(params, variables, api, run.options.get("optimizer_jit_compile", False))
     add_warnings(params, dev.placement, run.ctx)
     replica = run.replica
