@@ -33,6 +33,8 @@ TF_RULES = Rules([
     ("conv", r"conv2d|conv3d|depthwiseconv|_fusedconv"),
     ("matmul", r"matmul|einsum"),
     ("reduce", r"^(sum|mean|max|min|prod)$|softmax|crossentropy|pool|argmax|l2loss"),
+    # TensorFlow's generated GPU kernels for its element-wise ops (`Mul_GPU_DT_FLOAT_DT_FLOAT_kernel`)
+    ("elementwise", r"^[a-z0-9]+_gpu_dt_\w*kernel$"),
     ("elementwise", r"^(addv2|add|addn|mul|sub|realdiv|relu|relugrad|cast|biasadd|square|sqrt|rsqrt|neg|maximum|"
                     r"minimum|select\w*|sigmoid|tanh|exp|log|pow|oneslike|zeroslike|fill|\w*variableop)$|"
                     r"resourceapply|applygradient|apply\w*kernel|bias(nhwc|nchw)"),
