@@ -17,12 +17,18 @@ from harness.results.record import FIELDS, Result
 from harness.spec.scenario import load_scenario
 from harness.worker.profile import (
     CLASSES,
+    MAX_PROFILED_CALLS,
+    PERTURBED_PCT,
+    PROFILED_STEPS,
     Capture,
     Rules,
     Span,
     breakdown,
     covered_shares,
+    launch_bound_warning,
+    perturbed_warning,
     profile_run,
+    profiled_calls,
 )
 from harness.worker.xspace import XEvent, gpu_spans, host_op_spans, window_of
 
@@ -77,8 +83,31 @@ def test_idle_is_the_window_covered_by_no_span_and_classes_plus_idle_make_the_st
     assert sum(out["classes_s"].values()) + out["idle_s"] == pytest.approx(out["step_s"])
     assert out["other_share"] == pytest.approx(0.25)
     assert out["vs_timed_pct"] == pytest.approx(25.0)
-    assert out["host_bound"] is True and out["gpu_idle_fraction"] == pytest.approx(0.6)
+    # the profiled step is 25% longer than the timed one: the profiler slowed the host, so whether the timed
+    # step waits on it is read from the timed step less the kernels' busy time (4 - 2 of 4 s)
+    assert out["perturbed"] is True and out["idle_basis"] == "timed step less busy"
+    assert out["host_bound"] is True and out["gpu_idle_fraction"] == pytest.approx(0.5)
+    assert "25% longer than the timed one" in perturbed_warning(out)
     assert out["top"][0] == {"name": "gemm_b", "class": "matmul", "count_per_step": 0.5, "ms_per_step": 1000.0}
+    # within PERTURBED_PCT of the timed step the timeline's idle answers (3 of 5 s), and nothing is flagged
+    same = breakdown(capture(spans), timed_step_s=5.0 / (1 + PERTURBED_PCT / 200))
+    assert same["perturbed"] is False and same["idle_basis"] == "timeline"
+    assert same["gpu_idle_fraction"] == pytest.approx(0.6) and perturbed_warning(same) is None
+
+
+def test_a_profiler_that_slows_the_host_does_not_make_a_gpu_bound_step_launch_bound():
+    # kernels back to back for 9 of each 10 s profiled, but the timed step is 9.2 s: the gaps are the profiler's
+    spans = [Span("conv_a", 0.0, 9.0), Span("gemm_b", 10.0, 19.0)]
+    out = breakdown(capture(spans, window=(0.0, 20.0)), timed_step_s=9.2)
+    assert out["idle_s"] == pytest.approx(1.0)  # the timeline's idle stays what the timeline shows
+    assert out["host_bound"] is False and launch_bound_warning(out) is None
+    assert out["gpu_idle_fraction"] == pytest.approx(0.2 / 9.2)
+
+
+def test_a_run_profiles_a_timed_blocks_worth_of_calls_within_bounds():
+    assert profiled_calls(None) == PROFILED_STEPS and profiled_calls(2) == PROFILED_STEPS
+    assert profiled_calls(40) == 40
+    assert profiled_calls(10**6) == MAX_PROFILED_CALLS
 
 
 def test_a_cpu_breakdown_says_nothing_of_the_gpu_waiting():

@@ -32,8 +32,20 @@ HOST_BOUND_RATIO = 1.25
 TOP_KERNELS = 10
 #: Above this share of the busy time in `other`, the record warns that the backend's table falls behind.
 OTHER_WARN = 0.10
-#: Profiled steps after the timed blocks (the first of them, warm-up for the profiler, is not counted).
+#: The fewest calls of the step profiled after the timed blocks (one more runs first, unprofiled, as the
+#: profiler's warm-up). A run profiles one of its timed blocks' worth of calls where that is more, so that the
+#: window's edges (the profiler starting, the last synchronisation) weigh in it as little as in a timed block.
 PROFILED_STEPS = 5
+#: ... and at most this many, so that a block of a microsecond step keeps the trace small.
+MAX_PROFILED_CALLS = 2000
+#: A profiled step longer than the timed one by more than this (percent) was slowed by the profiler itself (its
+#: per-launch work on the host): the record says so, and its launch-bound reading comes from the timed step.
+PERTURBED_PCT = 5.0
+
+
+def profiled_calls(steps_per_block: int | None) -> int:
+    """How many calls of the step a run profiles: a timed block's worth, within PROFILED_STEPS..MAX_PROFILED_CALLS."""
+    return max(PROFILED_STEPS, min(int(steps_per_block or 0), MAX_PROFILED_CALLS))
 
 
 #: The NVIDIA libraries' kernel names, which no framework owns (cuDNN, cuBLAS, CUTLASS, NCCL, the CUDA
@@ -164,8 +176,15 @@ def breakdown(capture: Capture, timed_step_s: float | None) -> dict[str, Any]:
         "top": _top(inside, classes, steps), "trace": capture.trace,
     }
     if capture.activity == "gpu":
-        out.update(host_bound=bool(step > HOST_BOUND_RATIO * busy),
-                   gpu_idle_fraction=out["idle_s"] / step if step else None)
+        # Whether the timed step waits on the host. The kernels run as long under the profiler as without it;
+        # the host does not (the profiler does work of its own at every launch). So where the profiled step
+        # is the timed one (within PERTURBED_PCT), the timeline's idle answers; where the profiler slowed it,
+        # the timed step less the kernels' busy time does, and `idle_basis` says which.
+        perturbed = bool(timed_step_s and out["vs_timed_pct"] > PERTURBED_PCT)
+        basis = timed_step_s if perturbed else step
+        out.update(host_bound=bool(basis > HOST_BOUND_RATIO * busy),
+                   gpu_idle_fraction=max(basis - busy, 0.0) / basis if basis else None,
+                   idle_basis="timed step less busy" if perturbed else "timeline", perturbed=perturbed)
     if capture.notes:
         out["notes"] = list(capture.notes)
     return out
@@ -175,8 +194,16 @@ def launch_bound_warning(profile: dict) -> str | None:
     """The record's warning for a GPU step that waits on the host, from its breakdown; None otherwise."""
     if not profile.get("host_bound") or profile.get("gpu_idle_fraction") is None:
         return None
-    return (f"launch-bound: the GPU is idle {100 * profile['gpu_idle_fraction']:.0f}% of the profiled step waiting "
+    return (f"launch-bound: the GPU is idle {100 * profile['gpu_idle_fraction']:.0f}% of the step waiting "
             "for the host (a whole-step graph or a compiler launches fewer kernels)")
+
+
+def perturbed_warning(profile: dict) -> str | None:
+    """The record's warning where the profiler slowed the profiled step beyond PERTURBED_PCT; None otherwise."""
+    if not profile.get("perturbed"):
+        return None
+    return (f"profile: the profiled step is {profile['vs_timed_pct']:.0f}% longer than the timed one (the profiler's "
+            "own work at each launch slowed the host): its idle is the profiler's, its kernel classes stand")
 
 
 def unclassified_warning(profile: dict) -> str | None:
@@ -191,18 +218,18 @@ def unclassified_warning(profile: dict) -> str | None:
 
 
 def profile_run(capture_steps: Callable[[int, str | None], Capture], timed_step_s: float | None,
-                measure: dict, warnings: list[str]) -> dict[str, Any]:
+                measure: dict, warnings: list[str], calls: int = PROFILED_STEPS) -> dict[str, Any]:
     """Profile a run after its timed blocks: `capture_steps(steps, trace_dir)` is the device's profiler
     hook. The breakdown, or `{"error": why}` where the profiler failed: a profiler never fails the run,
     and the record keeps its timings."""
     started = time.perf_counter()
     try:
-        capture = capture_steps(PROFILED_STEPS, measure.get("profile_trace_dir"))
+        capture = capture_steps(calls, measure.get("profile_trace_dir"))
         out = breakdown(capture, timed_step_s)
     except Exception as exc:  # noqa: BLE001 - a profiler's failure (no CUPTI, say) is reported, never fatal
         text = f"{type(exc).__name__}: {exc}".strip()[:500]
         warnings.append(f"no profile breakdown: {text}")
         return {"error": text}
     out["profile_s"] = time.perf_counter() - started
-    warnings.extend(w for w in (launch_bound_warning(out), unclassified_warning(out)) if w)
+    warnings.extend(w for w in (launch_bound_warning(out), perturbed_warning(out), unclassified_warning(out)) if w)
     return out
