@@ -81,11 +81,14 @@ def test_torch_feeds_host_batches_through_a_dataloader(params):
     record = run_backend(TorchBackend(), backend_spec("torch", "resnet50_train", {**TINY, **params}, MEASURE))
     _check_record(record)
     assert "torch.utils.data.DataLoader(batch_size=None" in record["api"]["inputs"]
+    # warm-up 0 asked, two passes of the host dataset run before timing (the first step and 7 more)
+    assert record["timing"]["warmup_raised_to"] == 2 * HOST_BATCHES - 1
     device = run_backend(TorchBackend(), backend_spec("torch", "resnet50_train", {**TINY, **params, "inputs": "device"},
                                                       MEASURE))
     # inputs: device reuses batch 0 of the host dataset, and copies nothing per step
     assert device["checks"]["inputs_fingerprint"] == fingerprint(*synthetic_batch(ResNet50Params(**TINY), 0))
     assert "host_to_device_bytes_per_step" not in device["timing"] and device["api"]["inputs"].startswith("device:")
+    assert "warmup_raised_to" not in device["timing"]
 
 
 @pytest.mark.parametrize("execution", ["eager", "graph", "default"])
@@ -105,6 +108,7 @@ def test_tensorflow_feeds_host_batches_through_tf_data(execution):
         assert record["timing"]["traces"] == 1
     if execution == "default":
         assert record["timing"]["steps_per_call"] == 4 and "model.fit" in record["api"]["execution"]
+        assert record["timing"]["warmup_raised_to"] == 1  # two calls of 4 steps: the first and one more
 
 
 def test_a_session_refuses_an_unsupported_host_combination_and_bad_values_exit_2(tmp_path, write_scenario, harness_cli):

@@ -47,6 +47,32 @@ def test_first_step_and_warmup_are_not_in_the_timed_blocks():
     assert timing.stop_reason == "repeats"
 
 
+def test_a_workloads_warmup_floor_raises_the_warmup_and_the_record_says_so():
+    calls = []
+    # eight steps before timing (two passes of a host dataset): the first call and seven warm-up calls
+    timing = run_timed(lambda: calls.append(1), ScriptedClock(itertools.repeat(1.0)),
+                       {"warmup": 2, "steps": 3, "repeats": 2}, warmup_floor_steps=8)
+    assert len(calls) == 1 + 7 + 2 * 3 and timing.fields()["warmup_raised_to"] == 7
+    # a call of k = 20 steps (Keras fit) covers the floor with its first call: warm-up as asked, nothing said
+    calls.clear()
+    timing = run_timed(lambda: calls.append(1), ScriptedClock(itertools.repeat(1.0)),
+                       {"warmup": 2, "steps": 3, "repeats": 2}, warmup_floor_steps=8, steps_per_call=20)
+    assert len(calls) == 1 + 2 + 2 * 3 and "warmup_raised_to" not in timing.fields()
+    # a warm-up already above the floor is kept
+    timing = run_timed(lambda: None, ScriptedClock(itertools.repeat(1.0)),
+                       {"warmup": 10, "steps": 1, "repeats": 2}, warmup_floor_steps=8)
+    assert "warmup_raised_to" not in timing.fields()
+
+
+def test_resnet50s_warmup_floor_is_two_passes_of_the_host_dataset_and_nothing_on_the_device():
+    from harness.workloads.host_inputs import HOST_BATCHES
+    from harness.workloads.resnet50_train import RESNET50_TRAIN
+
+    host = RESNET50_TRAIN.validate({"batch_size": 2, "image_size": 32, "inputs": "host"})
+    device = RESNET50_TRAIN.validate({"batch_size": 2, "image_size": 32})
+    assert RESNET50_TRAIN.warmup_floor(host) == 2 * HOST_BATCHES and RESNET50_TRAIN.warmup_floor(device) == 0
+
+
 def test_target_ci_keeps_repeating_until_the_interval_is_narrow():
     noisy_then_steady = [1.0, 1.5, 0.7] + [1.0] * 100
     timing = run_timed(lambda: None, ScriptedClock(noisy_then_steady),

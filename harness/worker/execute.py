@@ -28,7 +28,7 @@ from harness.worker.hostlock import HELD_VARIABLE, timing_lock
 from harness.worker.measure import AUTO, run_timed
 from harness.worker.neighbours import paused
 from harness.worker.outcome import Measured, WorkerResult
-from harness.worker.profile import profile_run
+from harness.worker.profile import profile_run, profiled_calls
 from harness.workloads import WORKLOADS
 from harness.workloads.base import Params, Workload
 
@@ -233,7 +233,8 @@ def _timed_steps(prepared, run: OpenRun, probe: bool, ctx: RunContext, result: W
     timing = run_timed(prepared.step, clock, run.measure, work_per_step=work,
                        telemetry=None if probe else ctx.telemetry_for(device.neutral),
                        progress=progress_writer() if run.replica is None or run.replica.rank == 0 else None,
-                       steps_per_call=prepared.steps_per_call)
+                       steps_per_call=prepared.steps_per_call,
+                       warmup_floor_steps=0 if probe else run.workload.warmup_floor(run.params))
     phases.next("after")
     result.measured = Measured(peak_allocated_bytes=device.peak_allocated_bytes())
     checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
@@ -258,7 +259,7 @@ def profile_after(device: Device, step, timing, run: OpenRun, ctx: RunContext, r
         captured.steps = calls * timing.steps_per_call  # a call of a Keras fit step is k training steps
         return captured
 
-    profile = profile_run(capture, timing.step_time_s(), run.measure, ctx.warnings)
+    profile = profile_run(capture, timing.step_time_s(), run.measure, ctx.warnings, profiled_calls(timing.steps_per_block))
     profile["host_peak_rss_before_bytes"] = rss_before
     if run.replica is None or run.replica.rank == 0:
         result.profile = profile

@@ -80,6 +80,8 @@ class Timing:
     calibration: dict | None = None
     #: training steps one call of the step runs (Prepared.steps_per_call); a block is steps_per_block calls
     steps_per_call: int = 1
+    #: warm-up calls run, where the workload's floor raised them above `measure.warmup` (None: as asked)
+    warmup_raised_to: int | None = None
 
     @property
     def wall_s(self) -> list[float]:
@@ -110,6 +112,7 @@ class Timing:
             **({"steps_chosen": self.calibration} if self.calibration else {}),
             # a record whose step runs one training step per call keeps the fields it always had
             **({"steps_per_call": self.steps_per_call} if self.steps_per_call != 1 else {}),
+            **({"warmup_raised_to": self.warmup_raised_to} if self.warmup_raised_to is not None else {}),
             **extra,
         }
 
@@ -266,6 +269,7 @@ def run_timed(
     telemetry: Telemetry | None = None,
     progress: Callable[..., None] | None = None,
     steps_per_call: int = 1,
+    warmup_floor_steps: int = 0,
 ) -> Timing:
     """Time `step` as the measure block asks.
 
@@ -280,11 +284,16 @@ def run_timed(
     `steps_per_call`: training steps one call of `step` runs (Keras `fit` over k steps); `steps`, `warmup`
     and `steps: auto` count calls, every rate and per-step time counts training steps, and `first_step_s` is
     the first call's (its k steps, compilation included).
+    `warmup_floor_steps`: training steps the workload needs before timing (Workload.warmup_floor); the
+    warm-up runs at least enough calls to cover them with the first call, and the record says when it did.
     """
     report = progress or (lambda phase, **figures: None)
     cfg = measure_settings(measure)
     rule = StopRule.from_settings(cfg)
     warmup = int(cfg["warmup"])
+    floor = max(math.ceil(warmup_floor_steps / max(steps_per_call, 1)) - 1, 0)  # calls beyond the first
+    raised = floor if floor > warmup else None
+    warmup = max(warmup, floor)
     auto = cfg["steps"] == AUTO
 
     report("first_step", steps=None if auto else int(cfg["steps"]), repeats=rule.repeats, warmup=warmup)
@@ -299,7 +308,8 @@ def run_timed(
 
     calibration = calibrate(step, clock, float(cfg["min_block_s"]), int(cfg["max_block_steps"])) if auto else None
     steps = calibration["steps"] if calibration else int(cfg["steps"])
-    timing = Timing(first_step_s=first, steps_per_block=steps, calibration=calibration, steps_per_call=steps_per_call)
+    timing = Timing(first_step_s=first, steps_per_block=steps, calibration=calibration, steps_per_call=steps_per_call,
+                    warmup_raised_to=raised)
     if telemetry is not None:
         telemetry.start()
     try:

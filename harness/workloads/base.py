@@ -85,6 +85,10 @@ class Workload:
     #: known). A capacity search notes the batch at which it passes 2**31, where kernels that index with
     #: 32-bit integers fail whatever the memory (TensorFlow's BatchNorm on an H200).
     largest_tensor_per_item: Callable[[Any], int | None] = lambda params: None
+    #: The fewest training steps that must run before the first timed block for the step to be in its steady
+    #: state, from the validated params (an input pipeline's buffers allocated and reused once): the worker
+    #: warms up for at least this many, whatever `measure.warmup` says, and the record says so.
+    warmup_floor: Callable[[Any], int] = lambda params: 0
 
     def replicas(self, params) -> int:
         """How many data-parallel replicas these params ask for (1 for a workload without them)."""

@@ -14,12 +14,11 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.workloads.base import fingerprint
-from harness.workloads.resnet50_train import ResNet50Params, synthetic_batch
-
-#: Distinct batches a host dataset holds. Four: each step reads a batch that the step before did not (no
-#: cache or allocator can keep "the" batch hot), and at batch 256 and 224 px (154 MB a batch in float32)
-#: the dataset stays at 616 MB of host memory, plus what a pipeline keeps in flight.
-HOST_BATCHES = 4
+from harness.workloads.resnet50_train import (
+    HOST_BATCHES,
+    ResNet50Params,
+    synthetic_batch,
+)
 
 
 @dataclass
