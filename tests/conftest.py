@@ -11,6 +11,12 @@ try:
     import torch  # noqa: F401
 except ImportError:
     pass
+# Triton (torch.compile's) imported after TensorFlow 2.21 segfaults (docs/compat.md): a test compiling a torch
+# step after another loaded TensorFlow in this process would crash the suite. Import it first.
+try:
+    import triton  # noqa: F401
+except ImportError:
+    pass
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -274,6 +274,25 @@ def test_torch_then_tensorflow_import_in_one_process():
     assert facts["sum"] == 3.0
 
 
+def test_triton_is_loaded_before_tensorflow_in_the_test_process_and_that_order_works():
+    """Triton after TensorFlow 2.21 segfaults (docs/compat.md); conftest.py loads it right after torch."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None or importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("needs triton and tensorflow")
+    assert "triton" in sys.modules  # conftest imported it, before any test module could load TensorFlow
+    facts = _run_python(
+        """
+        import json
+        import torch, triton
+        import tensorflow as tf
+        print(json.dumps({"sum": float(tf.reduce_sum(tf.constant([1.0, 2.0])))}))
+        """,
+        timeout=300,
+    )
+    assert facts["sum"] == 3.0
+
+
 def test_core_imports_neither_framework():
     facts = _run_python(
         """
