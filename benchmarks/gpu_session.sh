@@ -7,9 +7,13 @@
 #     tf-extra (recompute under tf.function and XLA, TF eager), frameworks-torch, frameworks-gemm
 #   the bundled frameworks file at its defaults, a precision a phase: frameworks-tf32, frameworks-amp_bf16,
 #     frameworks-amp_fp16 (resume:SESSION goes on with a stopped one)
-#   what users run: defaults (execution: default, inputs device and host), memory (allocator peak against a
-#     hand-written step)
-#   why one side is slower (docs/profile.md): breakdown, breakdown-unprofiled (its own STORE)
+#   what users run: defaults (execution: default, inputs device and host; its parts defaults-torch, defaults-jax,
+#     defaults-tf-keras3, defaults-tf-legacy, defaults-compare), memory (allocator peak against a hand-written step),
+#     memory-capacity (the same at the capacity search's largest fp32 batch with recompute)
+#   why one side is slower (docs/profile.md): breakdown (its parts breakdown-torch, breakdown-tf-keras3,
+#     breakdown-tf-legacy, breakdown-jax, breakdown-gemm-torch, breakdown-gemm-tf, breakdown-compare),
+#     breakdown-unprofiled (its own STORE; parts breakdown-unprofiled-torch, breakdown-unprofiled-tf)
+#   Parts that need no TensorFlow (torch, jax, memory) can run on a machine where TensorFlow is not there yet.
 #   A/A: aa-sessions (one GPU, two sessions), aa-gpus (cuda:0 against cuda:1)
 #   the largest batch that trains: cap-BACKEND-PRECISION-RECOMPUTE, one search a phase (cap-torch-fp32-none ...
 #     cap-tf-amp_bf16-blocks); capacity-torch, capacity-torch-recompute, capacity-tf, capacity-tf-recompute,
@@ -25,7 +29,7 @@
 # A machine without pydantic and without a package index: fetch its wheels into .whl first,
 #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
 #     -d .whl pydantic annotated-types typing-inspection typing-extensions
-# and copy .whl beside this script's repository; the script installs them into a folder of $OUT.
+# and copy .whl beside this script's repository; the script installs them into $SITE (default /tmp/harness-site).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/harness-out}
@@ -34,14 +38,27 @@ STORE=${STORE:-$OUT/h200.db}
 H="python3 -m harness"
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$OUT/site" .whl/*.whl || exit 1
-  export PYTHONPATH=$OUT/site:$PWD
+  SITE=${SITE:-/tmp/harness-site}
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || exit 1
+  export PYTHONPATH=$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 stamp() { echo "=== $* $(date -u +%FT%TZ)"; }
 stamp setup
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 $H env
 PHASES=${*:-gemm eager handloop techniques repeat compile}
+# a phase that is a list of parts runs them in order
+expand() {
+  case $1 in
+    breakdown) echo breakdown-torch breakdown-tf-keras3 breakdown-tf-legacy breakdown-jax breakdown-gemm-torch breakdown-gemm-tf \
+      breakdown-compare ;;
+    breakdown-unprofiled) echo breakdown-unprofiled-torch breakdown-unprofiled-tf ;;
+    defaults) echo defaults-torch defaults-tf-keras3 defaults-tf-legacy defaults-jax defaults-compare ;;
+    *) echo "$1" ;;
+  esac
+}
+PHASES=$(for phase in $PHASES; do expand "$phase"; done)
+JAX_PLUGIN=(env HARNESS_BACKENDS=jax=harness_jax:JaxBackend "PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD:$PWD/plugins/harness-jax")
 for phase in $PHASES; do
   stamp "phase $phase"
   case $phase in
@@ -163,28 +180,38 @@ for phase in $PHASES; do
       $H compare --by backend --store "$STORE" ;;
     resume:*)  # go on with a stopped session of this store
       $H run --resume "${phase#resume:}" --store "$STORE" ;;
-    defaults)  # what each framework's users run (execution: default: torch eager, Keras fit, JAX jit), tf32 and
+    defaults-*)  # what each framework's users run (execution: default: torch eager, Keras fit, JAX jit), tf32 and
       # amp_bf16 at batch 256, batches on the device and fed from host memory; one process a configuration
-      HARNESS_BACKENDS=jax=harness_jax:JaxBackend PYTHONPATH=$PYTHONPATH:$PWD/plugins/harness-jax \
-        $H run scenarios/defaults.yaml --backend torch --backend tf --backend jax --set batch_size=256 \
-        --set 'precision=[tf32, amp_bf16]' --set measure.processes=1 --store "$STORE"
-      $H compare --by backend --store "$STORE" ;;
+      D=(scenarios/defaults.yaml --set batch_size=256 --set 'precision=[tf32, amp_bf16]' --set measure.processes=1 --store "$STORE")
+      case ${phase#defaults-} in
+        torch) $H run "${D[@]}" --backend torch ;;
+        tf-keras3) $H run "${D[@]}" --backend tf --set tensorflow.keras=keras3 ;;
+        tf-legacy) $H run "${D[@]}" --backend tf --set tensorflow.keras=tf_keras ;;
+        jax) "${JAX_PLUGIN[@]}" $H run "${D[@]}" --backend jax ;;
+        compare) "${JAX_PLUGIN[@]}" $H compare --by backend --store "$STORE" ;;
+        *) echo "unknown phase: $phase" >&2; exit 2 ;;
+      esac ;;
     memory)  # harness's allocator peak against a hand-written torch step at the same batch (fp32, amp_bf16; recompute)
       python3 benchmarks/memory_vs_hand.py --batch-size 256 ;;
-    breakdown)  # where each framework's ResNet-50 step goes (profiled after timing), and the GEMM sanity check
-      $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend torch \
-        --set 'execution=[eager, cuda_graph, compiled]' --store "$STORE"
-      $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend tf --set 'execution=[graph, compiled]' \
-        --store "$STORE"
-      HARNESS_BACKENDS=jax=harness_jax:JaxBackend PYTHONPATH=$PYTHONPATH:$PWD/plugins/harness-jax \
-        $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend jax --set execution=compiled --store "$STORE"
-      $H run benchmarks/h200/breakdown.yaml --document breakdown-gemm --store "$STORE"
-      $H compare --by backend,execution --baseline torch,eager --breakdown --store "$STORE" ;;
-    breakdown-unprofiled)  # the same steps with profiling off (STORE of its own): timed figures must not move
-      $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend torch --set execution=eager \
-        --set measure.profile=false --store "$STORE"
-      $H run benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --backend tf --set execution=graph \
-        --set measure.profile=false --store "$STORE" ;;
+    memory-capacity)  # the same at the largest fp32 batch a capacity search found with recompute (4,156 on the H200)
+      python3 benchmarks/memory_vs_hand.py --batch-size 4156 --modes probe --recompute blocks --precisions fp32 ;;
+    breakdown-*)  # where each framework's ResNet-50 step goes (profiled after timing), and the GEMM sanity check;
+      # breakdown-unprofiled-*: the same steps with profiling off (a STORE of its own): timed figures must not move
+      # (the file lists the JAX plugin's backend, so it is registered for every part)
+      B=(benchmarks/h200/breakdown.yaml --document breakdown-resnet50 --store "$STORE")
+      case ${phase#breakdown-} in
+        torch) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend torch --set 'execution=[eager, cuda_graph, compiled]' ;;
+        tf-keras3) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend tf --set tensorflow.keras=keras3 --set 'execution=[graph, compiled]' ;;
+        tf-legacy) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend tf --set tensorflow.keras=tf_keras --set 'execution=[graph, compiled]' ;;
+        jax) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend jax --set execution=compiled ;;
+        gemm-torch) "${JAX_PLUGIN[@]}" $H run benchmarks/h200/breakdown.yaml --document breakdown-gemm --backend torch --store "$STORE" ;;
+        gemm-tf) "${JAX_PLUGIN[@]}" $H run benchmarks/h200/breakdown.yaml --document breakdown-gemm --backend tf --store "$STORE" ;;
+        compare) "${JAX_PLUGIN[@]}" $H compare --by backend,execution --baseline torch,eager --breakdown --store "$STORE" ;;
+        unprofiled-torch) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend torch --set execution=eager --set measure.profile=false ;;
+        unprofiled-tf) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend tf --set tensorflow.keras=tf_keras --set execution=graph \
+          --set measure.profile=false ;;
+        *) echo "unknown phase: $phase" >&2; exit 2 ;;
+      esac ;;
     *) echo "unknown phase: $phase" >&2; exit 2 ;;
   esac
   # the store whole in $OUT, with no -wal/-shm beside it
