@@ -107,3 +107,30 @@ def test_a_values_section_lays_out_one_row_per_configuration(tmp_path):
     text = page.read_text()
     assert "| execution | replicas |" in text
     assert "| compiled | 2 | 9,904 | 6,949 | images/s |" in text
+
+
+def test_a_breakdown_section_puts_each_sides_classes_in_a_column(tmp_path):
+    # the H200 breakdown store: a column per backend and execution, a row per class, the steps beneath
+    store = "h200-2026-12-01-breakdown.db"
+    manifest = yaml.safe_load((DATA / "manifest.yaml").read_text())
+    entry = next(s for s in manifest["stores"] if s["file"] == store)
+    shutil.copy(DATA / store, tmp_path / store)
+    sections = [{"id": "where", "title": "Where", "stores": [store], "kind": "breakdown",
+                 "where": {"scenario": "breakdown-resnet50", "backend": ["torch", "tensorflow[keras=keras3]"]},
+                 "by": ["backend", "execution"]}]
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump({"title": "Results", "stores": [entry], "sections": sections}))
+    page = tmp_path / "results.md"
+    assert _invoke("results-page", "--manifest", str(path), "--output", str(page)).exit_code == 0
+    lines = page.read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| ms per step |"))
+    assert "torch / eager" in header and "tensorflow[keras=keras3] / graph" in header
+    assert "jax" not in header and "tf_keras" not in header  # `where` keeps the others out
+    rows = {line.split("|")[1].strip(): line for line in lines if line.startswith("| ")}
+    assert set(rows) >= {"conv", "norm", "idle", "profiled step", "timed step", "profiled vs timed"}
+    column = header.split("|").index(" torch / eager ")
+    cells = {name: row.split("|")[column].strip() for name, row in rows.items()}
+    parts = ["conv", "matmul", "norm", "elementwise", "reduce", "layout", "copy", "comm", "other", "idle"]
+    # the classes plus idle make the profiled step; the timed step is the record's
+    assert abs(sum(float(cells[p]) for p in parts) - float(cells["profiled step"])) < 0.05
+    assert cells["timed step"] == "54.74" and cells["profiled vs timed"] == "+4.8%"

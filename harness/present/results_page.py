@@ -21,6 +21,7 @@ from harness.results.compare import (
     field_value,
     fmt,
 )
+from harness.results.compare.breakdown import PARTS, Side
 from harness.results.manifest import Manifest, PageSection, load_manifest, load_stores
 from harness.results.record import Result
 
@@ -99,6 +100,22 @@ def values_rows(section: PageSection, records: list[Result]) -> list[dict]:
     return rows
 
 
+def breakdown_rows(section: PageSection, records: list[Result]) -> list[dict]:
+    """A `breakdown` section's rows: milliseconds per step in each class and idle (docs/profile.md), the
+    profiled step they add up to and the timed step beside it, a column per value of its `by` fields (the
+    mean over that value's profiled ok records, as `harness compare --breakdown` takes it)."""
+    groups: dict[str, list[Result]] = {}
+    for record in (r for r in records if r.status == "ok"):
+        groups.setdefault(" / ".join(str(field_value(record, f)) for f in section.by), []).append(record)
+    sides = {name: side for name, group in groups.items() if (side := Side.of(name, group)) is not None}
+    rows = [{"ms per step": part, **{name: f"{side.ms[part]:.2f}" for name, side in sides.items()}} for part in PARTS]
+    rows.append({"ms per step": "profiled step", **{n: f"{s.step_ms:.2f}" for n, s in sides.items()}})
+    rows.append({"ms per step": "timed step", **{n: f"{s.timed_ms:.2f}" if s.timed_ms else "-" for n, s in sides.items()}})
+    rows.append({"ms per step": "profiled vs timed",
+                 **{n: f"{100 * (s.step_ms / s.timed_ms - 1):+.1f}%" if s.timed_ms else "-" for n, s in sides.items()}})
+    return rows
+
+
 def _href(base: str, name: str) -> str:
     return name if base in ("", ".") else f"{base}/{name}"
 
@@ -114,8 +131,9 @@ def _store_line(section: PageSection, manifest: Manifest, base: str) -> str:
 def section_lines(section: PageSection, manifest: Manifest, records: list[Result], kept: dict,
                   base: str) -> list[str]:
     """One section of the page: title, its stores, what the rows share, the table, its commentary."""
-    if section.kind == "values":
-        rows = values_rows(section, records)
+    laid_out = {"values": values_rows, "breakdown": breakdown_rows}.get(section.kind)
+    if laid_out is not None:
+        rows = laid_out(section, records)
         lines = [f"## {section.title}", "", _store_line(section, manifest, base), "", markdown_table(rows), ""]
         return lines + _block(section.id, kept)
     common, rows = section_rows(section, records)

@@ -44,7 +44,8 @@ class PageSection(BaseModel):
     """One table of the page: the records of `stores` (filtered by `where`) compared `by` a field
     (kind `compare`), or their values laid out with a row per value of the `rows` fields and a column
     per value of the `by` fields (kind `values`: for figures no comparison pairs, such as the largest
-    batch, which is itself the batch size a comparison would match on)."""
+    batch, which is itself the batch size a comparison would match on), or their profile breakdowns side
+    by side, a row per class and a column per value of the `by` fields (kind `breakdown`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -57,7 +58,7 @@ class PageSection(BaseModel):
     where: dict[str, str | int | float | list[str | int | float]] = {}
     columns: list[str] = []
     rows: list[str] = []
-    kind: Literal["compare", "values"] = "compare"
+    kind: Literal["compare", "values", "breakdown"] = "compare"
 
 
 class Manifest(BaseModel):
