@@ -88,3 +88,16 @@ def test_the_report_has_a_breakdown_section_only_where_runs_were_profiled():
     assert tables[0][0]["elementwise"] == "+32.00"
     unprofiled = build_sections([Result.from_dict({**r, "profile": {}}) for r in records()])
     assert not any(s.title.startswith("Where the step goes") for s in unprofiled)
+
+
+def test_the_report_draws_each_workloads_breakdown_on_its_own_scale():
+    # the H200's breakdown store: ResNet-50 steps of tens of ms and a GEMM step of a fraction of one
+    from pathlib import Path
+
+    from harness.results.manifest import load_records
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "data" / "h200-2026-12-01-breakdown.db"
+    sections = build_sections(load_records(str(path)))
+    (section,) = [s for s in sections if s.title.startswith("Where the step goes")]
+    slugs = sorted(p.slug for p in section.parts if isinstance(p, Plot))
+    assert slugs == ["profile_breakdown_gemm", "profile_breakdown_resnet50_train"]

@@ -29,7 +29,7 @@ def _figure(width: float, height: float):
     return fig
 
 
-def plot_pairs(pairs: list[Pair], title: str) -> Plot:
+def plot_pairs(pairs: list[Pair], title: str, slug: str = "profile_breakdown") -> Plot:
     """Horizontal stacked bars, one per side of each pair (baseline above its side), a segment per class."""
     bars = []
     for pair in pairs:
@@ -50,7 +50,7 @@ def plot_pairs(pairs: list[Pair], title: str) -> Plot:
     ax.set_title(title, fontsize=10, loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(True, axis="x", alpha=0.3)
-    return Plot(slug="profile_breakdown", title=title, png=png(fig),
+    return Plot(slug=slug, title=title, png=png(fig),
                 caption="Each bar is one side's profiled step, split into the classes of docs/profile.md; idle is "
                         "the time no kernel ran. A side is drawn under its baseline.")
 
@@ -77,6 +77,14 @@ def breakdown_section(records: list[Result]) -> Section | None:
         section.parts.append(("text", f"No two profiled runs differ only in backend and execution: {exc}"))
         return section
     section.parts.append(("list", [pair.sentence() for pair in pairs]))
-    section.parts.append(plot_pairs(pairs, "ms per step by class: each side under its baseline"))
+    # one plot per workload: a GEMM's fraction of a millisecond beside ResNet-50's tens of ms is no bar at all
+    by_workload: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        by_workload.setdefault(str(pair.where.get("workload", "")), []).append(pair)
+    several = len(by_workload) > 1
+    for workload, group in by_workload.items():
+        section.parts.append(plot_pairs(
+            group, "ms per step by class: each side under its baseline" + (f" ({workload})" if several else ""),
+            slug=f"profile_breakdown_{workload}" if several and workload else "profile_breakdown"))
     section.parts.append(("table", pair_rows(pairs)))
     return section
