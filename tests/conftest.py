@@ -21,6 +21,21 @@ except ImportError:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_timing_lock(tmp_path_factory):
+    """The suite's own host-wide timing lock (harness.worker.hostlock): its workers neither wait for a harness
+    session timing runs on this host (another suite, a benchmark) nor keep one waiting, so that no test's events
+    or durations depend on what else runs here. Tests of the lock set a file of their own."""
+    variable = "HARNESS_HOST_LOCK"
+    before = os.environ.get(variable)
+    os.environ[variable] = str(tmp_path_factory.mktemp("timing-lock") / "timing.lock")
+    yield
+    if before is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = before
+
+
 @pytest.fixture
 def fake_backend(monkeypatch):
     """Register tests.fake_backend as backend `fake` for this test and its worker processes."""
