@@ -24,6 +24,8 @@
 # On a two-GPU machine two phase lists can run at once, one per GPU:
 #   CUDA_VISIBLE_DEVICES=0 STORE=$OUT/gpu0.db bash benchmarks/gpu_session.sh ... &
 #   CUDA_VISIBLE_DEVICES=1 STORE=$OUT/gpu1.db bash benchmarks/gpu_session.sh ...; wait
+# TIME_LIMIT (a harness run --time-limit: 540, 9m) bounds the frameworks-* and resume:* phases: no run is started
+#   that earlier runs say would end after it, so a call's own limit never cuts a run short; go on with resume:SESSION.
 # Results go to $STORE (default $OUT/h200.db, a harness store), copied to $OUT after each phase. Never delete a
 #   store's -wal: records still in it are lost; checkpoint it.
 # A machine without pydantic and without a package index: fetch its wheels into .whl first,
@@ -36,6 +38,7 @@ OUT=${OUT:-/tmp/harness-out}
 mkdir -p "$OUT"
 STORE=${STORE:-$OUT/h200.db}
 H="python3 -m harness"
+LIMIT=(${TIME_LIMIT:+--time-limit "$TIME_LIMIT"})
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
   SITE=${SITE:-/tmp/harness-site}
@@ -174,12 +177,13 @@ for phase in $PHASES; do
       $H compare --by device --store "$STORE" ;;
     frameworks-tf32|frameworks-amp_bf16|frameworks-amp_fp16)  # one precision of the bundled frameworks.yaml's ResNet-50
       # document at its defaults (calibrated blocks, processes: auto): compare --by backend pairs nothing across
-      # precisions, so each part is a comparison of its own, measured on one machine. A part stopped by the ten
-      # minutes of one call goes on with the phase resume:SESSION on the same machine.
-      $H run scenarios/frameworks.yaml --document frameworks-resnet50 --set precision="${phase#frameworks-}" --store "$STORE"
+      # precisions, so each part is a comparison of its own, measured on one machine. A part stopped by TIME_LIMIT
+      # (or the ten minutes of one call) goes on with the phase resume:SESSION on the same machine.
+      $H run scenarios/frameworks.yaml --document frameworks-resnet50 --set precision="${phase#frameworks-}" \
+        --store "$STORE" "${LIMIT[@]}"
       $H compare --by backend --store "$STORE" ;;
     resume:*)  # go on with a stopped session of this store
-      $H run --resume "${phase#resume:}" --store "$STORE" ;;
+      $H run --resume "${phase#resume:}" --store "$STORE" "${LIMIT[@]}" ;;
     defaults-*)  # what each framework's users run (execution: default: torch eager, Keras fit, JAX jit), tf32 and
       # amp_bf16 at batch 256, batches on the device and fed from host memory; one process a configuration
       D=(scenarios/defaults.yaml --set batch_size=256 --set 'precision=[tf32, amp_bf16]' --set measure.processes=1 --store "$STORE")

@@ -70,6 +70,8 @@ def main() -> None:
       2    bad input (file, field, flag), before anything runs
       3    no run ok and none failed: every run was unsupported (such as
            --device cuda:0 without a GPU), so nothing was measured
+      75   run --time-limit reached: runs left unstarted (none cut short);
+           the message gives the --resume command
       130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: finished runs
            are kept and the message gives the --resume command
     """

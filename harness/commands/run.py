@@ -13,6 +13,7 @@ from harness.errors import InputError
 from harness.present.live import (
     LiveDisplay,
     forecast_lines,
+    format_duration,
     run_label,
     say,
     shared_line,
@@ -94,6 +95,10 @@ def _show_dry_run(prepared: PreparedSession, wide: bool = False) -> None:
         click.echo(f"processes auto: these {len(prepared.plan)} run(s), then rounds while a CI over processes is "
                    f"wide; at most {min(most, prepared.rounds.limit or most)} in all")
     say(forecast_lines(planned_forecast(prepared)))
+    if prepared.time_limit_s is not None:
+        click.echo(f"time limit: {format_duration(prepared.time_limit_s)} from the session's start; a run is started "
+                   "only while the time earlier runs say it takes (its configuration's median, else the longest of "
+                   "its backend, workload and execution) fits in what is left; the rest stay for --resume")
 
 
 def _show_finished(finished: FinishedSession, wide: bool) -> None:
@@ -108,6 +113,15 @@ def _show_finished(finished: FinishedSession, wide: bool) -> None:
             click.echo(f"once the store can be written again (free space; a damaged store: move it aside), take them "
                        f"back in and finish the session: harness results --import {shlex.quote(error.kept_in)} "
                        f"--store {shlex.quote(finished.store_path)}; then {finished.resume_command}", err=True)
+    elif outcome.time_limit is not None:
+        if records:
+            click.echo(configuration_summary(records, wide=wide))
+        stop = outcome.time_limit
+        why = (f"it was expected to take about {format_duration(stop.expected_s)} ({stop.basis}) and "
+               f"{format_duration(stop.left_s)} were left" if stop.expected_s is not None else stop.basis)
+        click.echo(f"time limit ({format_duration(stop.limit_s)}) reached: {len(records)} run(s) finished and are stored "
+                   f"in {finished.store_path}; run {stop.index} ({run_label(stop.spec, None, 100)}) was not started: "
+                   f"{why}. Go on with: {finished.resume_command}", err=True)
     elif outcome.interrupted:
         name = signal.Signals(outcome.interrupted).name
         of = (f"{len(records)} of {finished.planned}" if len(records) <= finished.planned else
@@ -160,6 +174,9 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
 @click.option("--timeout", type=float, default=None, callback=_check_timeout,
               help="Seconds one run may take before it is stopped (default measure.timeout_s).")
 @click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
+@click.option("--time-limit", default=None, metavar="DURATION",
+              help="Start no run expected to end after this long from the session's start (540, 9m, 1h30m or "
+                   "[HH:]MM:SS), judged by earlier runs in the store; the session then exits 75 and --resume goes on.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and exit.")
 @click.option("--resume", "resume", default=None, metavar="SESSION",
               help="Run the runs of a stored session that have no ok result, with the session's own settings.")
@@ -207,7 +224,8 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
 @click.option("--wide", is_flag=True,
               help="Every setting on every run line, and the summary with one row per process, every column in full.")
-def command(scenario_file, backends, devices, overrides, documents, store_path, timeout, max_runs, dry_run, resume,
+def command(scenario_file, backends, devices, overrides, documents, store_path, timeout, max_runs, time_limit, dry_run,
+            resume,
             find_max_batch, capacity_start, capacity_limit, capacity_resolution, memory_limit, profile, executor,
             quiet, wide, share_host, **slurm) -> None:
     """Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).
@@ -225,7 +243,8 @@ def command(scenario_file, backends, devices, overrides, documents, store_path, 
                              + (("measure.share_host=true",) if share_host else ()),
                              max_runs=max_runs, find_max_batch=find_max_batch, capacity=capacity,
                              memory_limit=memory_limit, command=redact(shlex.join(["harness"] + sys.argv[1:])),
-                             documents=tuple(documents), executor=executor, slurm=_slurm_settings(executor, slurm))
+                             documents=tuple(documents), executor=executor, slurm=_slurm_settings(executor, slurm),
+                             time_limit=time_limit)
     with trap_signals():  # from the start: Ctrl-C at any moment ends cleanly, with the session marked
         try:
             _run(request, dry_run, quiet, wide)

@@ -25,9 +25,9 @@ from harness.results.record import Result, utc_now
 from harness.results.store import Store, process_owner, store_exists
 from harness.session.capacity import find_max_batch
 from harness.session.executors import executor_for
-from harness.session.forecast import Forecast, forecast
+from harness.session.forecast import Forecast, expected_duration, forecast
 from harness.session.journal import Journal
-from harness.session.limits import check_timeout, parse_size
+from harness.session.limits import check_timeout, parse_size, parse_time_limit
 from harness.session.plan import RunSpec
 from harness.session.request import (
     PreparedSession,
@@ -36,15 +36,25 @@ from harness.session.request import (
     SessionStarted,
 )
 from harness.session.resume import prepare_resume
-from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
+from harness.session.runner import (
+    Interrupted,
+    Runner,
+    SessionOutcome,
+    TimeLimit,
+    trap_signals,
+)
 from harness.session.start import prepare_start
 
-__all__ = ["EXIT_NOTHING_MEASURED", "FinishedSession", "LOW_DISK_BYTES", "PreparedSession", "SessionObserver",
-           "SessionRequest", "SessionStarted", "planned_forecast", "prepare_session", "run_session"]
+__all__ = ["EXIT_NOTHING_MEASURED", "EXIT_TIME_LIMIT", "FinishedSession", "LOW_DISK_BYTES", "PreparedSession",
+           "SessionObserver", "SessionRequest", "SessionStarted", "planned_forecast", "prepare_session", "run_session"]
 
 #: Exit code of a session that finished with no run ok and none failed: every run was `unsupported`
 #: (a device that is not there, a combination no backend can run), so nothing was measured.
 EXIT_NOTHING_MEASURED = 3
+
+#: Exit code of a session its --time-limit stopped before a run: it has runs left, and `--resume` goes on with them
+#: (EX_TEMPFAIL of sysexits.h: try again later).
+EXIT_TIME_LIMIT = 75
 
 #: Free space below which the store's file system is called nearly full when a session starts.
 LOW_DISK_BYTES = 64 * 2**20
@@ -79,11 +89,14 @@ class FinishedSession:
     @property
     def exit_code(self) -> int:
         """1 for a store that failed or a run that did not succeed, 128 + the signal for an interrupted session,
-        EXIT_NOTHING_MEASURED when no run measured anything, else 0."""
+        EXIT_TIME_LIMIT for one its --time-limit stopped, EXIT_NOTHING_MEASURED when no run measured anything,
+        else 0."""
         if self.outcome.store_error is not None:
             return 1
         if self.outcome.interrupted:
             return 128 + int(self.outcome.interrupted)
+        if self.outcome.time_limit is not None:
+            return EXIT_TIME_LIMIT
         if self.failed:
             return 1
         return EXIT_NOTHING_MEASURED if self.nothing_measured else 0
@@ -94,12 +107,24 @@ class FinishedSession:
         return f"harness run --resume {self.session_id} --store {shlex.quote(self.store_path)}"
 
 
+#: Why a capacity search takes no --time-limit.
+_CAPACITY_NO_LIMIT = ("--time-limit: a capacity search's time depends on its probes, which no earlier run foretells; "
+                      "run it without the option")
+
+
 def prepare_session(request: SessionRequest, observer: SessionObserver | None = None) -> PreparedSession:
     """The session a request asks for, planned and checked (InputError for bad input); nothing is written."""
     observer = observer or SessionObserver()
     # every option is checked before anything is read, planned or written
     check_timeout(request.timeout)
     limit_bytes = parse_size(request.memory_limit) if request.memory_limit is not None else None
+    time_limit_s = parse_time_limit(request.time_limit)
+    if time_limit_s is not None and request.executor != "local":
+        raise InputError(f"--time-limit is for runs on this machine; under --executor {request.executor} each job has "
+                         "its own time limit (--slurm-time), and the session waits for the scheduler",
+                         field="--time-limit")
+    if time_limit_s is not None and request.find_max_batch:
+        raise InputError(_CAPACITY_NO_LIMIT, field="--time-limit")
     if request.resume is not None and request.scenario_file:
         raise InputError("give either SCENARIO_FILE or --resume SESSION, not both", field="--resume")
     if request.resume is None and not request.scenario_file:
@@ -114,7 +139,9 @@ def prepare_session(request: SessionRequest, observer: SessionObserver | None = 
     if request.executor != "local" and prepared.capacity_mode:
         raise InputError(f"a capacity search runs its probes one after another on this machine; it takes no "
                          f"--executor {request.executor}", field="--executor")
-    prepared.executor, prepared.slurm = request.executor, request.slurm
+    if time_limit_s is not None and prepared.capacity_mode:
+        raise InputError(_CAPACITY_NO_LIMIT, field="--time-limit")
+    prepared.executor, prepared.slurm, prepared.time_limit_s = request.executor, request.slurm, time_limit_s
     return prepared
 
 
@@ -218,7 +245,8 @@ def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver)
                 forecast(prepared.plan, records, prepared.capacity_mode)))
             runner = Runner(store, on_start=observer.run_started, on_result=observer.run_finished,
                             on_progress=observer.run_progress, memory_limit_bytes=prepared.memory_limit_bytes,
-                            executor=executor_for(prepared.executor, prepared.slurm, observer.notice))
+                            executor=executor_for(prepared.executor, prepared.slurm, observer.notice),
+                            time_limit=_time_limit(prepared, records))
             try:
                 if prepared.capacity_mode:
                     _search_groups(runner, prepared, outcome)
@@ -226,11 +254,24 @@ def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver)
                     part = runner.run(prepared.plan, _more_rounds(store, prepared))
                     outcome.records.extend(part.records)
                     outcome.interrupted, outcome.store_error = part.interrupted, part.store_error
+                    outcome.time_limit = part.time_limit
             finally:
                 runner.close()
         except (Interrupted, KeyboardInterrupt) as exc:
             outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
     return outcome
+
+
+def _time_limit(prepared: PreparedSession, stored: list[Result]) -> TimeLimit | None:
+    """The session's --time-limit, from now, judging each run by the store's earlier records and the session's own."""
+    if prepared.time_limit_s is None:
+        return None
+    ids = {r.run_id for r in stored}
+
+    def expected(spec, done: list[Result]):
+        return expected_duration(spec, stored + [r for r in done if r.run_id not in ids])
+
+    return TimeLimit(prepared.time_limit_s, expected)
 
 
 def _more_rounds(store: Store, prepared: PreparedSession):
@@ -274,7 +315,7 @@ def _say_fatal_signals() -> bool:
 def _end_state(outcome: SessionOutcome) -> str:
     if outcome.store_error is not None:
         return "failed"
-    return "interrupted" if outcome.interrupted else "finished"
+    return "interrupted" if outcome.interrupted or outcome.time_limit is not None else "finished"
 
 
 def run_session(prepared: PreparedSession, observer: SessionObserver | None = None) -> FinishedSession:

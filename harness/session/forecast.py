@@ -52,14 +52,19 @@ def session_work_tflop(plan) -> float:
     return total / 1e12
 
 
+def _timed_run(r: Result) -> bool:
+    """Whether a record's duration tells how long a run of its configuration takes (capacity searches and their
+    probes do not)."""
+    d = r.duration_s
+    return bool(r.run_key) and isinstance(d, (int, float)) and d > 0 and not r.probe_of and r.metric != "max_batch_size"
+
+
 def _durations(records: list[Result]) -> dict[str, list[float]]:
     """run_key -> the durations of its stored runs (capacity searches and their probes left out)."""
     seen: dict[str, list[float]] = {}
     for r in records:
-        d = r.duration_s
-        if (r.run_key and isinstance(d, (int, float)) and d > 0 and not r.probe_of
-                and r.metric != "max_batch_size"):
-            seen.setdefault(r.run_key, []).append(float(d))
+        if _timed_run(r):
+            seen.setdefault(r.run_key, []).append(float(r.duration_s))
     return seen
 
 
@@ -78,3 +83,22 @@ def forecast(plan, records: list[Result], capacity_mode: bool = False) -> Foreca
         work = work if work >= CPU_WARN_TFLOP else None
     return Forecast(runs=len(plan), known_s=sum(known) if known else None, known_runs=len(known),
                     earlier_runs=earlier, cpu_work_tflop=work)
+
+
+def expected_duration(spec, records: list[Result]) -> tuple[float, str] | None:
+    """How long a run of `spec` is expected to take, from `records` (a store's and the session's so far), and on
+    what basis: the median duration of earlier runs of its configuration; else the longest earlier run of its
+    backend, workload and execution mode (a configuration's first process is its slowest: it compiles cold); else
+    None, nothing to go by."""
+    seen = _durations(records)
+    if spec.run_key in seen:
+        runs = seen[spec.run_key]
+        return stats.median(runs), f"the median of {len(runs)} earlier run(s) of its configuration"
+    execution = (spec.params or {}).get("execution")
+    alike = [float(r.duration_s) for r in records
+             if _timed_run(r) and r.backend == spec.backend and r.workload == spec.workload
+             and (r.params or {}).get("execution") == execution]
+    if alike:
+        mode = f", execution {execution}" if execution else ""
+        return max(alike), f"the longest of {len(alike)} earlier run(s) of {spec.backend}, {spec.workload}{mode}"
+    return None

@@ -52,3 +52,30 @@ def check_timeout(value: float | None) -> float | None:
         raise InputError(f"--timeout {value!r}: expected a finite number of seconds, more than 0 and at most "
                          f"{MAX_TIMEOUT_S} (7 days)", field="--timeout")
     return value
+
+
+#: The longest --time-limit accepted (as --timeout).
+MAX_TIME_LIMIT_S = MAX_TIMEOUT_S
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_time_limit(text: str | None) -> float | None:
+    """--time-limit in seconds from `540`, `540s`, `9m`, `1h30m` or `[HH:]MM:SS`; InputError (exit 2, before anything
+    is read or written) for anything else, for zero or less, and beyond 7 days; None where not given."""
+    if text is None:
+        return None
+    shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:37] + "...")
+    value = str(text).strip().lower()
+    seconds = None
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
+        seconds = float(value)
+    elif re.fullmatch(r"([0-9]+(\.[0-9]+)?[hms])+", value):
+        parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)([hms])", value)
+        if len({unit for _, unit in parts}) == len(parts):  # each unit once: 1h30m, not 1m1m
+            seconds = sum(float(n) * _DURATION_UNITS[unit] for n, unit in parts)
+    elif re.fullmatch(r"([0-9]+:)?[0-9]+:[0-5][0-9]", value):
+        seconds = float(sum(int(n) * 60**i for i, n in enumerate(reversed(value.split(":")))))
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_TIME_LIMIT_S:
+        raise InputError(f"--time-limit {shown}: expected a duration more than 0 and at most 7 days: seconds (540), "
+                         "with a unit (540s, 9m, 1h30m) or [HH:]MM:SS", field="--time-limit")
+    return seconds

@@ -36,6 +36,8 @@ class SessionRequest:
     #: where the runs execute (harness.session.executors: local, slurm) and, for slurm, its SlurmSettings
     executor: str = "local"
     slurm: object | None = None
+    #: --time-limit as given (540, 9m, 1h30m, HH:MM:SS): start no run expected to end after it
+    time_limit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class PreparedSession:
     #: where the runs execute and, for slurm, its settings (as the request gave them)
     executor: str = "local"
     slurm: object | None = None
+    #: --time-limit in seconds, counted from the session's start (None: none)
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)

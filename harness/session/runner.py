@@ -265,14 +265,56 @@ def _timed(result: Result, started: float, *, worker_ran: bool) -> Result:
     return result.updated(duration_s=duration_s)
 
 
+@dataclass(frozen=True)
+class TimeLimitStop:
+    """Where a session's --time-limit stopped it: before run `index` (1-based) of the plan, `spec`, which was
+    expected to take `expected_s` (on `basis`: earlier runs) with `left_s` of the limit left."""
+
+    limit_s: float
+    index: int
+    spec: RunSpec
+    expected_s: float | None
+    basis: str
+    left_s: float
+
+
+@dataclass
+class TimeLimit:
+    """A session's --time-limit: a run starts only while the time it is expected to take fits in what is left of
+    the limit, so that no run is cut off by whatever ends the session's time (a job's wall time, a machine's
+    lease). `expected(spec, records so far)` gives (seconds, basis) or None: a run with nothing to go by starts
+    while any time is left. The limit counts from `start` on `clock`."""
+
+    seconds: float
+    expected: Callable[[RunSpec, list[Result]], tuple[float, str] | None]
+    clock: Callable[[], float] = time.monotonic
+    start: float | None = None
+
+    def __post_init__(self):
+        if self.start is None:
+            self.start = self.clock()
+
+    def stop_before(self, index: int, spec: RunSpec, records: list[Result]) -> TimeLimitStop | None:
+        """Why run `index` (`spec`) must not start, or None where it may."""
+        left = self.start + self.seconds - self.clock()
+        if left <= 0:
+            return TimeLimitStop(self.seconds, index, spec, None, "no time left", 0.0)
+        guess = self.expected(spec, records)
+        if guess is not None and guess[0] > left:
+            return TimeLimitStop(self.seconds, index, spec, guess[0], guess[1], left)
+        return None
+
+
 @dataclass
 class SessionOutcome:
-    """What a session produced: the records, in plan order, whether it was interrupted, and whether
-    the store failed (then the records are in the side file the error names)."""
+    """What a session produced: the records, in plan order, whether it was interrupted, whether its --time-limit
+    stopped it before a run (`time_limit`), and whether the store failed (then the records are in the side file
+    the error names)."""
 
     records: list[Result] = field(default_factory=list)
     interrupted: int | None = None
     store_error: StoreWriteError | None = None
+    time_limit: TimeLimitStop | None = None
 
     @property
     def failed(self) -> list[Result]:
@@ -294,8 +336,11 @@ class Runner:
         cluster: dp.Cluster | None = None,
         overlap: bool | None = None,
         executor=None,
+        time_limit: TimeLimit | None = None,
     ):
         self.store = store
+        #: --time-limit: no run is started that is expected to end after it (None: no limit)
+        self.time_limit = time_limit
         #: where the runs of run() execute: None for worker processes here; else an executor that takes the
         #: whole plan (harness.session.executors: Slurm jobs)
         self.executor = executor
@@ -661,7 +706,8 @@ class Runner:
         returns runs (the added rounds of `processes: auto`, harness.session.rounds), those.
 
         SIGINT/SIGTERM stop the running worker; what finished stays stored and the outcome says
-        which signal ended the session. A result the store cannot take ends the session too: it is
+        which signal ended the session. Under a --time-limit (`time_limit`) a run expected to end after it is not
+        started, and the outcome says which and why. A result the store cannot take ends the session too: it is
         kept in a side file (Store.add), and the outcome's `store_error` says where.
         """
         if self.executor is not None:  # each round is one submission: the plan, then each added round
@@ -685,6 +731,10 @@ class Runner:
                         if not added:
                             break
                         plan += added
+                    if self.time_limit is not None:
+                        outcome.time_limit = self.time_limit.stop_before(i + 1, plan[i], outcome.records)
+                        if outcome.time_limit is not None:
+                            break
                     i += 1
                     if self._run_one(i, plan, outcome):
                         break
