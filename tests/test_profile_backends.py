@@ -45,6 +45,26 @@ def test_torch_cpu_run_profiled(tmp_path):
     assert 0 < result["profile"]["host_peak_rss_before_bytes"]
 
 
+def test_torch_turns_its_python_side_launch_events_off_within_the_window_and_back_on():
+    pytest.importorskip("torch")
+    from torch.autograd import profiler as autograd_profiler
+    from torch.profiler import ProfilerActivity, profile
+
+    from backends.torch.profile import launch_events_off
+
+    if not hasattr(autograd_profiler, "_set_is_profiler_enabled"):  # torch 2.0: nothing there to turn off
+        with launch_events_off() as turned_off:
+            assert turned_off is False
+        return
+    with profile(activities=[ProfilerActivity.CPU]):
+        assert autograd_profiler._is_profiler_enabled  # what makes torch.compile's launcher annotate each launch
+        with launch_events_off() as turned_off:
+            inside = autograd_profiler._is_profiler_enabled
+        after = autograd_profiler._is_profiler_enabled
+    assert turned_off is True and inside is False and after is True
+    assert not autograd_profiler._is_profiler_enabled  # the profiler's own stop clears it as before
+
+
 def test_profiling_off_leaves_the_record_without_a_profile():
     spec = backend_spec("torch", "resnet50_train", TINY, MEASURE)
     result = run_backend(available_backends()["torch"], spec)

@@ -7,10 +7,11 @@ ops of each thread (an op's nested ops are part of it; autograd's and Python's t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules, Span
 
@@ -89,6 +90,32 @@ def trace_path(trace_dir: str | None) -> tuple[str, tempfile.TemporaryDirectory 
     return os.path.join(scratch.name, "trace.json"), scratch
 
 
+#: What a GPU capture says of the Python-side profiler events it leaves out (`launch_events_off`).
+LAUNCH_EVENTS_NOTE = ("torch's Python-side profiler events (a torch.compile step's one per Triton launch) were off in "
+                      "the window, as they are when the step is timed; CUPTI records every kernel either way")
+
+
+@contextlib.contextmanager
+def launch_events_off() -> Iterator[bool]:
+    """Within the block, torch's Python code sees no profiler running (torch.autograd.profiler's flag): a profiler on
+    makes torch.compile's Triton launcher leave its fast path and wrap every launch in a profiler event of its own
+    (torch/_inductor/runtime/triton_heuristics.py; Dynamo and AOTAutograd add a few more), host work the timed step
+    never does. A compiled ResNet-50 step of about 900 short kernels turned launch-bound under the profiler on the
+    H200 (its profiled step 46% longer than the timed one). The flag only adds annotations; the kernels, which CUPTI
+    records, are the same. Yields whether it had anything to turn off (torch 2.0 has no such flag)."""
+    from torch.autograd import profiler as autograd_profiler
+
+    if not hasattr(autograd_profiler, "_set_is_profiler_enabled"):
+        yield False
+        return
+    before = autograd_profiler._is_profiler_enabled
+    autograd_profiler._set_is_profiler_enabled(False)
+    try:
+        yield before
+    finally:
+        autograd_profiler._set_is_profiler_enabled(before)
+
+
 def capture(step: Callable[[], Any], device, steps: int, trace_dir: str | None) -> Capture:
     """Run one step, then `steps` steps under torch.profiler inside the window annotation (the device waited
     for before it closes); the breakdown's capture. Raises where the profiler cannot run."""
@@ -101,10 +128,12 @@ def capture(step: Callable[[], Any], device, steps: int, trace_dir: str | None) 
     sync()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
     with profile(activities=activities) as prof:
-        with record_function(WINDOW):
-            for _ in range(steps):
-                step()
-            sync()
+        # on the CPU the ops are what is recorded, and their annotations stay
+        with launch_events_off() if gpu else contextlib.nullcontext(False) as turned_off:
+            with record_function(WINDOW):
+                for _ in range(steps):
+                    step()
+                sync()
     path, scratch = trace_path(trace_dir)
     try:
         prof.export_chrome_trace(path)
@@ -116,4 +145,5 @@ def capture(step: Callable[[], Any], device, steps: int, trace_dir: str | None) 
         raise RuntimeError("torch.profiler saw no CUDA kernel in the profiled steps (is CUPTI missing?)")
     source = "torch.profiler: " + ("CUDA kernels, copies and sets (CUPTI)" if gpu else "outermost aten ops per thread")
     return Capture(source=source, activity="gpu" if gpu else "cpu", spans=spans, window=window, steps=steps,
-                   rules=TORCH_RULES, trace=None if scratch is not None else path)
+                   rules=TORCH_RULES, trace=None if scratch is not None else path,
+                   notes=[LAUNCH_EVENTS_NOTE] if turned_off else [])
