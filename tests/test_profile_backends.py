@@ -8,6 +8,7 @@ runs, never when this file is collected (tests/test_tf_backend.py says why).
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 
@@ -33,7 +34,9 @@ def assert_well_formed(profile: dict, source: str, conv_op: str) -> None:
     assert sum(profile["classes_s"].values()) + profile["idle_s"] == pytest.approx(profile["step_s"], rel=1e-6)
     assert profile["classes_s"]["conv"] > 0
     assert profile["steps"] >= 1 and profile["timed_step_s"] > 0 and profile["vs_timed_pct"] is not None
-    assert conv_op in [k["name"] for k in profile["top"]]
+    # TensorFlow with oneDNN (its default on CPUs with AVX-512) runs the op under its own name,
+    # _MklNativeConv2DBackpropInput for Conv2DBackpropInput
+    assert conv_op in [re.sub(r"^_Mkl(Native)?", "", k["name"]) for k in profile["top"]]
     assert 0 <= profile["other_share"] < 0.2
 
 
