@@ -14,7 +14,7 @@
 #     breakdown-tf-legacy, breakdown-jax, breakdown-gemm-torch, breakdown-gemm-tf, breakdown-compare),
 #     breakdown-unprofiled (its own STORE; parts breakdown-unprofiled-torch, breakdown-unprofiled-tf)
 #   Parts that need no TensorFlow (torch, jax, memory) can run on a machine where TensorFlow is not there yet.
-#   A/A: aa-sessions (one GPU, two sessions), aa-gpus (cuda:0 against cuda:1)
+#   A/A: aa-sessions (one GPU, two sessions), aa-sessions-warm (the same compiled, caches warm), aa-gpus (cuda:0 against cuda:1)
 #   the largest batch that trains: cap-BACKEND-PRECISION-RECOMPUTE, one search a phase (cap-torch-fp32-none ...
 #     cap-tf-amp_bf16-blocks); capacity-torch, capacity-torch-recompute, capacity-tf, capacity-tf-recompute,
 #     capacity-tf-fp32, capacity-tf-fp32-blocks, capacity-tf-bf16-blocks, capacity-tf-nogrowth (two searches each)
@@ -99,6 +99,10 @@ for phase in $PHASES; do
     aa-sessions)  # the same configuration in two sessions on one GPU
       $H run benchmarks/h200/aa_resnet50.yaml --store "$STORE" -q
       $H run benchmarks/h200/aa_resnet50.yaml --store "$STORE" -q
+      $H compare --by session_id --store "$STORE" ;;
+    aa-sessions-warm)  # the same with torch.compile and warm compiler caches (measure.compile_cache: warm)
+      $H run benchmarks/h200/aa_resnet50_warm.yaml --store "$STORE" -q
+      $H run benchmarks/h200/aa_resnet50_warm.yaml --store "$STORE" -q
       $H compare --by session_id --store "$STORE" ;;
     aa-gpus)  # cuda:0 against cuda:1 (a two-GPU machine)
       $H run benchmarks/h200/aa_gpus.yaml --store "$STORE" -q
