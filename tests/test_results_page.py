@@ -113,7 +113,7 @@ def test_a_breakdown_section_puts_each_sides_classes_in_a_column(tmp_path):
     # the H200 breakdown store: a column per backend and execution, a row per class, the steps beneath
     store = "h200-2026-12-01-breakdown.db"
     manifest = yaml.safe_load((DATA / "manifest.yaml").read_text())
-    entry = next(s for s in manifest["stores"] if s["file"] == store)
+    entry = {**next(s for s in manifest["stores"] if s["file"] == store), "current": True}  # kept as evidence there
     shutil.copy(DATA / store, tmp_path / store)
     sections = [{"id": "where", "title": "Where", "stores": [store], "kind": "breakdown",
                  "where": {"scenario": "breakdown-resnet50", "backend": ["torch", "tensorflow[keras=keras3]"]},
@@ -134,3 +134,26 @@ def test_a_breakdown_section_puts_each_sides_classes_in_a_column(tmp_path):
     # the classes plus idle make the profiled step; the timed step is the record's
     assert abs(sum(float(cells[p]) for p in parts) - float(cells["profiled step"])) < 0.05
     assert cells["timed step"] == "54.74" and cells["profiled vs timed"] == "+4.8%"
+
+
+def test_a_breakdown_sections_baseline_comes_first(tmp_path):
+    # the breakdown store measured over two days lists torch's records last; `baseline: torch` puts its columns first
+    store = "h200-2026-12-02-breakdown.db"
+    manifest = yaml.safe_load((DATA / "manifest.yaml").read_text())
+    entry = next(s for s in manifest["stores"] if s["file"] == store)
+    shutil.copy(DATA / store, tmp_path / store)
+    headers = {}
+    for baseline in (None, "torch"):
+        section = {"id": "where", "title": "Where", "stores": [store], "kind": "breakdown",
+                   "where": {"scenario": "breakdown-resnet50"}, "by": ["backend", "execution"]}
+        if baseline:
+            section["baseline"] = baseline
+        path = tmp_path / "manifest.yaml"
+        path.write_text(yaml.safe_dump({"title": "Results", "stores": [entry], "sections": [section]}))
+        page = tmp_path / "results.md"
+        assert _invoke("results-page", "--manifest", str(path), "--output", str(page)).exit_code == 0
+        headers[baseline] = next(line for line in page.read_text().splitlines() if line.startswith("| ms per step |"))
+    first = [cell.strip() for cell in headers["torch"].split("|")[2:5]]
+    assert first == ["torch / eager", "torch / compiled", "torch / cuda_graph"]
+    assert not headers[None].split("|")[2].strip().startswith("torch")
+    assert sorted(headers[None].split("|")) == sorted(headers["torch"].split("|"))  # the same columns, reordered

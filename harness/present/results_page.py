@@ -103,9 +103,13 @@ def values_rows(section: PageSection, records: list[Result]) -> list[dict]:
 def breakdown_rows(section: PageSection, records: list[Result]) -> list[dict]:
     """A `breakdown` section's rows: milliseconds per step in each class and idle (docs/profile.md), the
     profiled step they add up to and the timed step beside it, a column per value of its `by` fields (the
-    mean over that value's profiled ok records, as `harness compare --breakdown` takes it)."""
+    mean over that value's profiled ok records, as `harness compare --breakdown` takes it). The columns of the
+    section's `baseline` (the value of its first `by` field) come first, the rest in the records' order."""
     groups: dict[str, list[Result]] = {}
-    for record in (r for r in records if r.status == "ok"):
+    ok = [r for r in records if r.status == "ok"]
+    if section.baseline is not None:
+        ok.sort(key=lambda r: str(field_value(r, section.by[0])) != section.baseline)
+    for record in ok:
         groups.setdefault(" / ".join(str(field_value(record, f)) for f in section.by), []).append(record)
     sides = {name: side for name, group in groups.items() if (side := Side.of(name, group)) is not None}
     rows = [{"ms per step": part, **{name: f"{side.ms[part]:.2f}" for name, side in sides.items()}} for part in PARTS]
