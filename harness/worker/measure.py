@@ -145,7 +145,7 @@ class Measure(NumbersNotBooleans):
     #: across configurations. A number runs exactly that many; `auto` runs `min_processes` (by default the
     #: fewest with which a verdict can exist at all) and then adds processes to a configuration, one round
     #: at a time, until the 95% CI of its median over processes is within `process_ci_pct` percent, or it
-    #: has `max_processes` (docs/statistics.md).
+    #: has `max_processes` (README, "Statistics").
     processes: Annotated[int, Field(ge=1, le=100)] | Literal["auto"] = AUTO
     min_processes: int | None = Field(None, ge=2, le=100)
     max_processes: int = Field(10, ge=2, le=100)
@@ -153,7 +153,7 @@ class Measure(NumbersNotBooleans):
     #: The frameworks' compilation caches: `cold`, every process with an empty cache of its own (its first
     #: step compiles and autotunes from nothing, and so is an independent sample); `warm`, one cache per
     #: configuration shared by its processes within the session (the first runs cold; later ones reuse its
-    #: compiled code and autotuning choices). docs/statistics.md says why cold is the default.
+    #: compiled code and autotuning choices). README, "Statistics", says why cold is the default.
     compile_cache: Literal["cold", "warm"] = "cold"
     #: After the timed blocks, profile a few more steps with the framework's own profiler: the record's
     #: `profile` breakdown (harness.worker.profile, docs/profile.md). Never inside the timed blocks.
