@@ -22,7 +22,7 @@ from harness.cli import main
 from harness.results.record import Result
 from harness.results.store import Store
 from harness.session.capacity import search
-from harness.session.resume import remaining_runs
+from harness.session.resume import remaining_runs, settled_results, work_left
 from harness.worker.measure import Measure
 from tests.conftest import RELIABILITY
 
@@ -344,6 +344,31 @@ def test_resume_counts_planned_runs_not_configurations(tmp_path, fake_backend, w
     with Store(db) as store:
         assert store.sessions()[0]["state"] == "finished"
     RELIABILITY["interrupted sessions resumed"] += 1
+
+
+def test_resume_takes_an_unsupported_answer_as_given_but_not_a_missing_framework(tmp_path, fake_backend, write_scenario):
+    # an interrupted session's unsupported runs are not decided again (each resume used to add a record for each of
+    # them); one recorded as unsupported for a framework not installed where it ran is run again
+    path = _fake_scenario(write_scenario, tmp_path, 3, action="unsupported")
+    db = tmp_path / "u.db"
+    first = CliRunner().invoke(main, ["run", path, "--store", str(db), "-q"])
+    assert first.exit_code != 2, first.output
+    with Store(db) as store:
+        sid = store.sessions()[0]["session_id"]
+        plan = store.session(sid)["plan"]
+        assert [r["status"] for r in store.records()] == ["unsupported"] * 3
+        assert work_left(plan, settled_results(store, sid)) == (0, 3, "run(s)")
+    with sqlite3.connect(db) as con:  # one run as a Python without the framework would have recorded it
+        run_id, text = con.execute("SELECT run_id, record FROM results ORDER BY rowid LIMIT 1").fetchone()
+        record = {**json.loads(text), "error": "fake is not installed in this Python (pip install fake)"}
+        con.execute("UPDATE results SET record=? WHERE run_id=?", (json.dumps(record), run_id))
+        con.execute("UPDATE sessions SET state='interrupted' WHERE session_id=?", (sid,))
+    with Store(db, readonly=True) as store:
+        assert work_left(plan, settled_results(store, sid)) == (1, 3, "run(s)")
+    resumed = CliRunner().invoke(main, ["run", "--resume", sid, "--store", str(db), "-q"])
+    assert "1 of 3 run(s) have no ok result" in resumed.output, resumed.output
+    with Store(db, readonly=True) as store:
+        assert len(store.records()) == 4  # the one run again, the two answers not
 
 
 def test_resume_matches_replicates_then_counts_the_rest_of_each_configuration():

@@ -7,7 +7,7 @@ import click
 from harness.present.report import write_report
 from harness.results.compare import load_records
 from harness.results.store import Store, default_store_path
-from harness.session.resume import work_left
+from harness.session.resume import settled_results, work_left
 
 
 @click.command("report")
@@ -36,7 +36,7 @@ def unfinished_sessions(store_path, records) -> list[dict]:
             if session is None or session.get("state") == "finished":
                 continue
             plan = session.get("plan") or []
-            left, planned, what = work_left(plan, store.ok_results(session["session_id"]))
+            left, planned, what = work_left(plan, settled_results(store, session["session_id"]))
             out.append({"session_id": session["session_id"], "state": session.get("state"),
                         "planned": planned, "left": left, "what": what})
     return out

@@ -179,7 +179,8 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
                    "[HH:]MM:SS), judged by earlier runs in the store; the session then exits 75 and --resume goes on.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and exit.")
 @click.option("--resume", "resume", default=None, metavar="SESSION",
-              help="Run the runs of a stored session that have no ok result, with the session's own settings.")
+              help="Run the runs of a stored session that have no ok result, with the session's own settings (an "
+                   "unsupported answer stands, unless it was for a backend, framework or GPU missing).")
 @click.option("--find-max-batch", is_flag=True, help="Search the largest batch_size that fits, per configuration.")
 @click.option("--capacity-start", type=click.IntRange(min=1), default=None, metavar="N",
               help="--find-max-batch: the first batch_size probed (overrides the file's capacity.start; default 1, or "

@@ -20,6 +20,10 @@ def visible_gpus() -> int | None:
     return count
 
 
+#: Every reason missing_device_reason gives contains this (a resumed session runs such runs again).
+MISSING_DEVICE = "this machine has"
+
+
 def missing_device_reason(device: str) -> str | None:
     """Why a neutral device (`cuda:N`) cannot run on this machine, as `harness env` would show it; None
     for `cpu`, `auto`, a GPU that is there, or where that cannot be told."""
@@ -31,5 +35,5 @@ def missing_device_reason(device: str) -> str | None:
         return None
     if count == 0:
         why = "no NVIDIA driver / NVML" if nvml.nvml() is None else "no GPU visible (CUDA_VISIBLE_DEVICES)"
-        return f"{device}: this machine has no GPU a worker could use ({why}; `harness env` shows it)"
-    return f"{device}: this machine has {count} visible GPU(s), cuda:0 to cuda:{count - 1} (`harness env` lists them)"
+        return f"{device}: {MISSING_DEVICE} no GPU a worker could use ({why}; `harness env` shows it)"
+    return f"{device}: {MISSING_DEVICE} {count} visible GPU(s), cuda:0 to cuda:{count - 1} (`harness env` lists them)"

@@ -18,6 +18,7 @@ from harness.session.capacity import capacity_key
 from harness.session.plan import RunSpec, new_id
 from harness.session.request import PreparedSession, Resumed, SessionRequest
 from harness.session.rounds import AdaptiveRounds
+from harness.session.runner import answer_holds
 from harness.spec.scenario import DEFAULT_MAX_RUNS
 
 
@@ -64,6 +65,15 @@ def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[in
     return sum(remaining_runs(entries, ok)), len(entries), "run(s)"
 
 
+def settled_results(reader: Store, session_id: str) -> list[tuple[str, int | None]]:
+    """(run_key, replicate) of the session's stored results that need no second run: every `ok` one, and every
+    `unsupported` one whose reason holds wherever it is resumed (harness.session.runner.answer_holds). An
+    unsupported configuration is answered once, not again at every resume."""
+    answered = [(key, rep) for key, rep, error in reader.decided_results(session_id, "unsupported")
+                if answer_holds(error)]
+    return reader.ok_results(session_id) + answered
+
+
 def _ok_kept_beside(reader: Store, session_id: str) -> list[tuple[str, int | None]]:
     """(run_key, replicate) of the session's ok results kept in side files, beside the store that could not take
     them, or in the journal of a session whose process ended before it (they count as done, each result once
@@ -96,7 +106,7 @@ def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, in
             raise InputError(f"--resume {resume}: {found} in store {reader.path}; expected one stored session id "
                              f"(or a unique prefix of one; sessions: {known})", source=reader.path, field="--resume")
         session = reader.session(matches[0])
-        ok = reader.ok_results(matches[0]) + _ok_kept_beside(reader, matches[0])
+        ok = settled_results(reader, matches[0]) + _ok_kept_beside(reader, matches[0])
     if session.get("state") == "running" and owner_alive(session.get("owner")):
         owner = session["owner"]
         raise InputError(f"--resume {resume}: session {session['session_id']} is still running (pid "

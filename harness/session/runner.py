@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 from harness.errors import StoreWriteError, Unsupported
 from harness.machine import env as env_mod
 from harness.machine import nvml
-from harness.machine.presence import missing_device_reason
+from harness.machine.presence import MISSING_DEVICE, missing_device_reason
 from harness.results.record import FAILING_STATUSES, Result, utc_now, write_json_atomic
 from harness.results.stats import median
 from harness.results.store import Store
@@ -46,6 +46,20 @@ OVERLAP_MIN_CORES = 4
 LOG_TAIL_CHARS = 3000
 #: Seconds the runner blocks in wait() between two reads of a worker's progress file.
 PROGRESS_POLL_S = 0.5
+
+
+#: How an `unsupported` record says that the Python it ran in lacked the backend, not that the backend cannot
+#: take the configuration (see answer_holds).
+NOT_REGISTERED = "no backend named"
+NOT_INSTALLED = "is not installed in this Python"
+
+
+def answer_holds(error: str) -> bool:
+    """Whether an `unsupported` record's reason is the backend's answer about its configuration, which holds
+    wherever the session goes on, and not this machine's or this Python's lack (no such backend registered,
+    its framework not installed, the GPU not there): `--resume` takes the first kind as given and runs the
+    second kind again (the framework may be installed since, the GPU there)."""
+    return not any(marker in error for marker in (NOT_REGISTERED, NOT_INSTALLED, MISSING_DEVICE))
 
 
 class ProgressReader:
@@ -455,10 +469,10 @@ class Runner:
         """(status, reason) for a run decided without a worker: backend missing or combination unmapped."""
         backend = self._backends.get(spec.backend)
         if backend is None:
-            return "unsupported", f"no backend named {spec.backend!r} is registered"
+            return "unsupported", f"{NOT_REGISTERED} {spec.backend!r} is registered"
         if not backend.installed():
             hint = f" ({backend.install_hint})" if backend.install_hint else ""
-            return "unsupported", f"{spec.backend} is not installed in this Python{hint}"
+            return "unsupported", f"{spec.backend} {NOT_INSTALLED}{hint}"
         reason = (backend.unsupported_reason(spec.workload, spec.params, spec.device, spec.options)
                   or missing_device_reason(spec.device))  # a GPU that is not there: no worker to start
         if reason:

@@ -116,6 +116,21 @@ class StoreQueries:
                           f" ORDER BY started_at, {self.ORDER}", (run_key,))
         return [float(r[0]) for r in rows]
 
+    def decided_results(self, session_id: str, status: str) -> list[tuple[str, int | None, str]]:
+        """(run_key, replicate or None, error) of every result of a session with `status`: one per result."""
+        out = []
+        for run_key, text in self._read("SELECT run_key, record FROM results WHERE session_id=? AND status=?",
+                                        (session_id, status)):
+            try:
+                record = json.loads(text)
+            except ValueError:
+                record = {}
+            replicate = record.get("replicate") if isinstance(record, dict) else None
+            error = record.get("error") if isinstance(record, dict) else None
+            out.append((run_key, replicate if isinstance(replicate, int) and not isinstance(replicate, bool) else None,
+                        error if isinstance(error, str) else ""))
+        return out
+
     def ok_results(self, session_id: str) -> list[tuple[str, int | None]]:
         """(run_key, replicate or None) of every `ok` result of a session: one entry per result, so
         a configuration planned several times is counted as often as it finished."""
