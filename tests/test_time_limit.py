@@ -13,7 +13,7 @@ from harness.session.app import (
     SessionRequest,
     prepare_session,
 )
-from harness.session.forecast import expected_duration
+from harness.session.forecast import Durations, expected_duration
 from harness.session.limits import parse_time_limit
 from harness.session.runner import Runner, TimeLimit
 
@@ -45,6 +45,22 @@ def _scenario(write_scenario, runs: int, action: str = "ok") -> str:
 
 def _ok(spec, seconds: float) -> Result:
     return Result.planned(spec).updated(status="ok", duration_s=seconds, started_at=utc_now(), median=1.0)
+
+
+def test_durations_take_the_sessions_records_in_once_each(tmp_path, fake_backend, write_scenario):
+    # the index a --time-limit asks before every run: built once from the store, the session's records added as
+    # they come; a record added twice (the runner passes all records so far each time) counts once
+    plan = prepare_session(SessionRequest(scenario_file=_scenario(write_scenario, 2),
+                                          store_path=str(tmp_path / "s.db"))).plan
+    stored = [_ok(plan[0], 8.0)]
+    done = [_ok(plan[0], 20.0).updated(run_id="a"), _ok(plan[0], 11.0).updated(run_id="b")]
+    durations = Durations(stored)
+    assert durations.expected(plan[0]) == (8.0, "the median of 1 earlier run(s) of its configuration")
+    durations.add(done[:1])
+    durations.add(done)
+    assert durations.expected(plan[0]) == expected_duration(plan[0], stored + done)
+    assert durations.expected(plan[0]) == (11.0, "the median of 3 earlier run(s) of its configuration")
+    assert durations.expected(plan[1]) == (20.0, "the longest of 3 earlier run(s) of fake, gemm, execution eager")
 
 
 def test_a_run_starts_only_while_its_expected_time_fits_what_is_left(tmp_path, fake_backend, write_scenario):

@@ -25,7 +25,7 @@ from harness.results.record import Result, utc_now
 from harness.results.store import Store, process_owner, store_exists
 from harness.session.capacity import find_max_batch
 from harness.session.executors import executor_for
-from harness.session.forecast import Forecast, expected_duration, forecast
+from harness.session.forecast import Durations, Forecast, forecast
 from harness.session.journal import Journal
 from harness.session.limits import check_timeout, parse_size, parse_time_limit
 from harness.session.plan import RunSpec
@@ -266,10 +266,11 @@ def _time_limit(prepared: PreparedSession, stored: list[Result]) -> TimeLimit | 
     """The session's --time-limit, from now, judging each run by the store's earlier records and the session's own."""
     if prepared.time_limit_s is None:
         return None
-    ids = {r.run_id for r in stored}
+    durations = Durations(stored)
 
     def expected(spec, done: list[Result]):
-        return expected_duration(spec, stored + [r for r in done if r.run_id not in ids])
+        durations.add(done)
+        return durations.expected(spec)
 
     return TimeLimit(prepared.time_limit_s, expected)
 

@@ -85,20 +85,48 @@ def forecast(plan, records: list[Result], capacity_mode: bool = False) -> Foreca
                     earlier_runs=earlier, cpu_work_tflop=work)
 
 
+class Durations:
+    """The durations of stored runs, indexed once for the questions a --time-limit asks before every run: by
+    configuration, and by backend, workload and execution mode. `add` takes in the session's new records (each
+    run_id once), so a session of many runs over a large store does not re-read the store before each."""
+
+    def __init__(self, records: list[Result] = ()):
+        self._ids: set[str] = set()
+        self._by_key: dict[str, list[float]] = {}
+        self._alike: dict[tuple, list[float]] = {}
+        for r in records:  # every one: a store holds each run_id once
+            self._take(r)
+
+    def add(self, records: list[Result]) -> None:
+        """Take in the records not taken in before (by run_id; one without an id is taken as new)."""
+        for r in records:
+            if not (r.run_id and r.run_id in self._ids):
+                self._take(r)
+
+    def _take(self, r: Result) -> None:
+        if r.run_id:
+            self._ids.add(r.run_id)
+        if _timed_run(r):
+            d = float(r.duration_s)
+            self._by_key.setdefault(r.run_key, []).append(d)
+            self._alike.setdefault((r.backend, r.workload, (r.params or {}).get("execution")), []).append(d)
+
+    def expected(self, spec) -> tuple[float, str] | None:
+        """How long a run of `spec` is expected to take, and on what basis: the median duration of earlier runs
+        of its configuration; else the longest earlier run of its backend, workload and execution mode (a
+        configuration's first process is its slowest: it compiles cold); else None, nothing to go by."""
+        runs = self._by_key.get(spec.run_key)
+        if runs:
+            return stats.median(runs), f"the median of {len(runs)} earlier run(s) of its configuration"
+        execution = (spec.params or {}).get("execution")
+        alike = self._alike.get((spec.backend, spec.workload, execution))
+        if alike:
+            mode = f", execution {execution}" if execution else ""
+            return max(alike), f"the longest of {len(alike)} earlier run(s) of {spec.backend}, {spec.workload}{mode}"
+        return None
+
+
 def expected_duration(spec, records: list[Result]) -> tuple[float, str] | None:
-    """How long a run of `spec` is expected to take, from `records` (a store's and the session's so far), and on
-    what basis: the median duration of earlier runs of its configuration; else the longest earlier run of its
-    backend, workload and execution mode (a configuration's first process is its slowest: it compiles cold); else
-    None, nothing to go by."""
-    seen = _durations(records)
-    if spec.run_key in seen:
-        runs = seen[spec.run_key]
-        return stats.median(runs), f"the median of {len(runs)} earlier run(s) of its configuration"
-    execution = (spec.params or {}).get("execution")
-    alike = [float(r.duration_s) for r in records
-             if _timed_run(r) and r.backend == spec.backend and r.workload == spec.workload
-             and (r.params or {}).get("execution") == execution]
-    if alike:
-        mode = f", execution {execution}" if execution else ""
-        return max(alike), f"the longest of {len(alike)} earlier run(s) of {spec.backend}, {spec.workload}{mode}"
-    return None
+    """How long a run of `spec` is expected to take, from `records` (a store's and the session's so far): see
+    Durations.expected."""
+    return Durations(records).expected(spec)
