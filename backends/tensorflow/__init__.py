@@ -49,6 +49,11 @@ EAGER_TRAINING = (
     "as a tf.function, XLA-compiled by Keras 3 on a GPU): compare execution default (model.fit as Keras "
     "resolves it), graph or compiled for TensorFlow's training speed"
 )
+FIT_DEVICE_INPUTS = (
+    "model.fit reads its batches through tf.data, which runs on the host: with inputs: device it still copies "
+    "the batch to the GPU every step, not overlapped with the step, where a device batch stays resident on other "
+    "backends; compare inputs: host (tf.data prefetching to the GPU) for like with like"
+)
 OPTIMIZER_JIT_KERAS3 = ("tensorflow.optimizer_jit_compile=true is Keras 2's (tf_keras's) setting: Keras 3's "
                         "optimizers compile nothing themselves (XLA follows execution, or compile's jit_compile)")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.tensorflow import EAGER_TRAINING, compat, device
+from backends.tensorflow import EAGER_TRAINING, FIT_DEVICE_INPUTS, compat, device
 from backends.tensorflow.fit import prepare_fit
 from backends.tensorflow.inputs import host_pipeline
 from backends.tensorflow.step import (
@@ -350,11 +350,14 @@ def build_optimizer(params, variables: list, api: dict, jit_compile: bool = Fals
 
 
 def add_warnings(params, placement: device.Placement, ctx: RunContext) -> None:
-    """The record's warnings about what this configuration measures (float16 on the CPU, eager training)."""
+    """The record's warnings about what this configuration measures (float16 on the CPU, eager training, fit's
+    copy of a device batch on a GPU)."""
     if params.precision == "amp_fp16" and not placement.is_gpu:
         ctx.warnings.append("float16 on the CPU runs TensorFlow's slow reference kernels: not a guide to any GPU")
     if params.execution == "eager":
         ctx.warnings.append(EAGER_TRAINING)
+    if params.execution == "default" and placement.is_gpu and getattr(params, "inputs", "device") == "device":
+        ctx.warnings.append(FIT_DEVICE_INPUTS)
 
 
 class Gradients:
