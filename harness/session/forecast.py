@@ -59,24 +59,15 @@ def _timed_run(r: Result) -> bool:
     return bool(r.run_key) and isinstance(d, (int, float)) and d > 0 and not r.probe_of and r.metric != "max_batch_size"
 
 
-def _durations(records: list[Result]) -> dict[str, list[float]]:
-    """run_key -> the durations of its stored runs (capacity searches and their probes left out)."""
-    seen: dict[str, list[float]] = {}
-    for r in records:
-        if _timed_run(r):
-            seen.setdefault(r.run_key, []).append(float(r.duration_s))
-    return seen
-
-
 def forecast(plan, records: list[Result], capacity_mode: bool = False) -> Forecast:
     """The plan's forecast from a store's records: the time of the configurations that ran before (nothing
     numeric without any), and the work of a GPU-sized session on the CPU (no GPU visible, devices auto/cpu).
     A capacity search's time depends on its probes: it has neither."""
     if not plan or capacity_mode:
         return Forecast(runs=len(plan))
-    seen = _durations(records)
-    known = [stats.median(seen[spec.run_key]) for spec in plan if spec.run_key in seen]
-    earlier = sum(len(seen[k]) for k in {spec.run_key for spec in plan if spec.run_key in seen})
+    seen = Durations(records)
+    known = [stats.median(seen.of(spec.run_key)) for spec in plan if seen.of(spec.run_key)]
+    earlier = sum(len(seen.of(k)) for k in {spec.run_key for spec in plan})
     work = None
     if all(spec.device in ("auto", "cpu") for spec in plan) and not nvml.gpus():
         work = session_work_tflop(plan)
@@ -111,11 +102,15 @@ class Durations:
             self._by_key.setdefault(r.run_key, []).append(d)
             self._alike.setdefault((r.backend, r.workload, (r.params or {}).get("execution")), []).append(d)
 
+    def of(self, run_key: str) -> list[float]:
+        """The durations of the runs of one configuration (empty where none ran)."""
+        return self._by_key.get(run_key, [])
+
     def expected(self, spec) -> tuple[float, str] | None:
         """How long a run of `spec` is expected to take, and on what basis: the median duration of earlier runs
         of its configuration; else the longest earlier run of its backend, workload and execution mode (a
         configuration's first process is its slowest: it compiles cold); else None, nothing to go by."""
-        runs = self._by_key.get(spec.run_key)
+        runs = self.of(spec.run_key)
         if runs:
             return stats.median(runs), f"the median of {len(runs)} earlier run(s) of its configuration"
         execution = (spec.params or {}).get("execution")

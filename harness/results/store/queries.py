@@ -134,11 +134,4 @@ class StoreQueries:
     def ok_results(self, session_id: str) -> list[tuple[str, int | None]]:
         """(run_key, replicate or None) of every `ok` result of a session: one entry per result, so
         a configuration planned several times is counted as often as it finished."""
-        out = []
-        for run_key, text in self._read("SELECT run_key, record FROM results WHERE session_id=? AND status='ok'", (session_id,)):
-            try:
-                replicate = json.loads(text).get("replicate")
-            except (ValueError, AttributeError):
-                replicate = None
-            out.append((run_key, replicate if isinstance(replicate, int) and not isinstance(replicate, bool) else None))
-        return out
+        return [(run_key, replicate) for run_key, replicate, _ in self.decided_results(session_id, "ok")]
