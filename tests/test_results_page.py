@@ -60,9 +60,11 @@ def test_the_page_opens_with_the_answer_then_the_cross_framework_table():
     text = (ROOT / "docs" / "results.md").read_text()
     assert "(no commentary yet)" not in commentary_blocks(text)["answer"]
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings[0] == "## ResNet-50 training, TensorFlow against torch"
+    assert headings[0].startswith("## ResNet-50 training, TensorFlow against torch, with verdicts")
     assert text.index("commentary:answer") < text.index(headings[0])
-    assert "](data/h200-2026-11-30.db)" in text  # each figure links the store it came from
+    first = text[text.index(headings[0]):text.index(headings[1])]
+    assert "](data/h200-2026-12-02-frameworks-amp_bf16.db)" in first  # each figure links the store it came from
+    assert "| 4 vs 4 |" in first and "one process a side" not in first  # the first table carries verdicts
 
 
 def test_regenerating_keeps_the_commentary_and_restores_the_generated_figures(tmp_path):
