@@ -71,3 +71,18 @@ def test_paused_stops_the_named_process_groups_and_lets_them_go_on(monkeypatch):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_a_run_decided_without_a_worker_does_not_cost_the_next_run_its_worker_ahead(
+        tmp_path, fake_backend, write_scenario):
+    first, last = _plan(write_scenario, runs=2)
+    # between them, a run no worker takes (its backend is not registered: decided at once, `unsupported`)
+    decided = first.__class__(**{**first.__dict__, "run_id": first.run_id + "-x", "backend": "absent"})
+    with Store(str(tmp_path / "o.db")) as store:
+        runner = Runner(store, overlap=True)
+        records = runner.run([first, decided, last]).records
+        runner.close()
+    assert [r.status for r in records] == ["ok", "unsupported", "ok"]
+    # the worker started beside the first run was the last run's, passing over the decided one
+    assert records[0].checks.get("paused_states") == ["T"]
+    assert "imported_ahead" in records[2].phases_s

@@ -759,7 +759,7 @@ class Runner:
     def _run_one(self, i: int, plan: list[RunSpec], outcome: SessionOutcome) -> bool:
         """Run plan[i - 1], store and report its record; whether the session must stop (the store failed)."""
         spec = plan[i - 1]
-        self._next = plan[i] if i < len(plan) else None
+        self._next = self._next_with_worker(plan[i:])
         self.on_start(i, len(plan), spec)
         self._index = i
         record = self.add_scaling_efficiency(self.execute(spec))
@@ -771,6 +771,15 @@ class Runner:
         outcome.records.append(record)
         self.on_result(i, len(plan), record)
         return outcome.store_error is not None
+
+    def _next_with_worker(self, upcoming: list[RunSpec]) -> RunSpec | None:
+        """The first upcoming run that starts a worker: the one whose worker may import ahead. Runs decided
+        without a worker (`static_status`: a mode the framework lacks, a backend not installed) are passed
+        over, so they do not cost the run after them its overlap."""
+        for spec in upcoming:
+            if self.static_status(spec) is None:
+                return spec
+        return None
 
     def add_scaling_efficiency(self, record: Result) -> Result:
         """scaling_efficiency of an ok data-parallel record, against the median of the same configuration's
