@@ -497,3 +497,58 @@ def test_handloop_benchmark_prints_images_per_second_without_harness():
         "--device", "cpu", "--batch-size", "2", "--image-size", "32", "--steps", "1", "--warmup", "0",
         "--repeats", "2", "--num-classes", "10"], env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert report["images_per_s"] > 0 and len(report["samples"]) == 2
+
+
+def _sgd_and_step(prime: bool):
+    """A tiny model, SGD with momentum as the backend builds it, and its whole training step."""
+    from backends.torch.resnet50_train import momentum_buffers_ready
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 5))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    api = {"optimizer": "torch.optim.SGD"}
+    if prime:
+        momentum_buffers_ready(optimizer, api)
+    images, labels = torch.randn(2, 3, 8, 8), torch.tensor([1, 3])
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(net(images), labels).backward()
+        optimizer.step()
+
+    return net, step, api
+
+
+def test_momentum_buffers_made_ready_train_exactly_as_sgds_own_first_step():
+    (plain, plain_step, _), (primed, primed_step, api) = _sgd_and_step(False), _sgd_and_step(True)
+    assert "compiles once" in api["optimizer"]
+    for _ in range(3):
+        plain_step()
+        primed_step()
+    for a, b in zip(plain.parameters(), primed.parameters()):
+        assert torch.equal(a, b)  # bit for bit: zeros * momentum + grad is the gradient
+
+
+@pytest.mark.skipif(not COMPILE_WORKS, reason="torch.compile needs torch 2.1+ on Python 3.11+")
+def test_with_momentum_buffers_ready_the_compiled_step_is_traced_once():
+    """SGD makes its buffers in its first step: without them ready the compiled step is traced again on the
+    second call (its guard on the optimizer's state fails), a compile that lands in the warm-up."""
+    def frames(prime: bool) -> list[int]:
+        torch._dynamo.reset()
+        graphs = []
+
+        def counting(gm, example_inputs):
+            graphs.append(gm)
+            return gm.forward
+
+        _, step, _ = _sgd_and_step(prime)
+        compiled = torch.compile(step, backend=counting)
+        seen = []
+        for _ in range(3):
+            compiled()
+            seen.append(len(graphs))
+        return seen
+
+    without, ready = frames(False), frames(True)
+    assert ready[0] == ready[1] == ready[2]  # nothing traced after the first step
+    assert without[1] > without[0]  # SGD's lazily made state: traced again on the second call
