@@ -128,8 +128,8 @@ def test_results_fit_columns_and_wide_shows_everything(tmp_path):
 
 
 def test_results_sessions_lists_each_session_and_an_unknown_session_exits_2_naming_them(tmp_path):
-    path = _store(tmp_path / "s.db", [_record("a", session="aaaa1111"), _record("bb", session="bbbb2222", status="failed",
-                                                                                median=None, error="boom")],
+    path = _store(tmp_path / "s.db", [_record("a", session="aaaa1111"), _record("aa", session="aaaa1111", duration_s=200.0),
+                                      _record("bb", session="bbbb2222", status="failed", median=None, error="boom")],
                   sessions=[("aaaa1111", "harness run quickstart --store s.db"),
                             ("bbbb2222", "harness run gemm --backend torch")])
     result = _invoke("results", "--store", path, "--sessions", columns=200)
@@ -139,8 +139,10 @@ def test_results_sessions_lists_each_session_and_an_unknown_session_exits_2_nami
     assert lines[1].startswith("aaaa1111") and "finished" in lines[1] and "harness run quickstart --store s.db" in lines[1]
     assert lines[2].startswith("bbbb2222") and "harness run gemm --backend torch" in lines[2]
     as_json = json.loads(_invoke("results", "--store", path, "--sessions", "--format", "json").output)
-    assert [(s["session"], s["results"], s["ok"], s["runs"]) for s in as_json] == [("aaaa1111", 1, 1, 2),
+    assert [(s["session"], s["results"], s["ok"], s["runs"]) for s in as_json] == [("aaaa1111", 2, 2, 2),
                                                                                   ("bbbb2222", 1, 0, 2)]
+    # run time: the session's recorded run durations added up (4 s + 200 s; the failed run's 4 s)
+    assert [s["run time"] for s in as_json] == ["3.4 min", "4 s"] and "run time" in lines[0]
     unknown = _invoke("results", "--store", path, "--session", "nope")
     assert unknown.exit_code == 2
     assert "no single session matches 'nope'" in unknown.output

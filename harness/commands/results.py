@@ -20,7 +20,7 @@ from harness.results.store import (
 from harness.results.store.exports import export_text, write_parquet
 
 FORMATS = ("table", "csv", "json", "parquet")
-SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok", "scenario", "command")
+SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok", "run time", "scenario", "command")
 
 
 @click.command("results")
@@ -32,7 +32,8 @@ SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok"
               help="Take the results of FILE into the store: a side file kept when the store could not be written, "
                    "a JSON array of records (--format json), or another store, damaged or not (repeatable).")
 @click.option("--sessions", "list_sessions", is_flag=True,
-              help="List the stored sessions: id, when it started, its status, its runs and its command.")
+              help="List the stored sessions: id, when it started, its status, its runs, its run time (the runs' "
+                   "durations added up) and its command.")
 @click.option("--wide", is_flag=True,
               help="Every column and every note in full, however wide (the table fits the terminal otherwise).")
 def command(store_path, fmt, session, output, imports, list_sessions, wide) -> None:
@@ -145,15 +146,25 @@ def print_sessions(path: str, fmt: str, output: str | None, wide: bool) -> None:
 
 def session_rows(store) -> list[dict]:
     """One row per stored session, oldest first: id, start, status, runs planned, results stored
-    (and how many ok), the command that started it."""
+    (and how many ok), its run time (its records' `duration_s` added up: what the runs took, without the
+    gaps of a session stopped and resumed), the command that started it."""
     rows = []
     for s in store.sessions():
         full = store.session(s["session_id"]) or {}
         started = str(s.get("started_at") or "-")[:19].replace("T", " ")
+        seconds = sum(float(r.get("duration_s") or 0.0) for r in store.records([s["session_id"]]))
         rows.append({"session": s["session_id"], "started (UTC)": started, "status": s.get("state"),
                      "runs": len(full.get("plan") or []), "results": s.get("results") or 0, "ok": int(s.get("ok") or 0),
+                     "run time": run_time(seconds) if s.get("results") else "-",
                      "scenario": s.get("scenario_path"), "command": full.get("command")})
     return rows
+
+
+def run_time(seconds: float) -> str:
+    """Seconds as a run time: `57 s`, `23.6 min`, `2.1 h`."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:
@@ -170,6 +181,6 @@ def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:
         raise InputError("--sessions: --format table, csv or json", field="--format")
     if not rows:
         return "(no sessions)"
-    fitted = fit(rows, wide=wide, move=False, required=SESSION_COLUMNS[:6], shorten=("command", "scenario"),
+    fitted = fit(rows, wide=wide, move=False, required=SESSION_COLUMNS[:7], shorten=("command", "scenario"),
                  optional=("scenario",))
     return "\n".join(p for p in (fitted.text, fitted.footer()) if p)
