@@ -26,6 +26,8 @@
 #   CUDA_VISIBLE_DEVICES=1 STORE=$OUT/gpu1.db bash benchmarks/gpu_session.sh ...; wait
 # TIME_LIMIT (a harness run --time-limit: 540, 9m) bounds the frameworks-* and resume:* phases: no run is started
 #   that earlier runs say would end after it, so a call's own limit never cuts a run short; go on with resume:SESSION.
+#   Where each call starts with an empty $OUT, keep the store outside it (STORE=/tmp/frameworks.db): resume:SESSION
+#   then finds the session in the next call on the same machine, and a copy of the store reaches $OUT after each phase.
 # Results go to $STORE (default $OUT/h200.db, a harness store), copied to $OUT after each phase. Never delete a
 #   store's -wal: records still in it are lost; checkpoint it.
 # A machine without pydantic and without a package index: fetch its wheels into .whl first,
