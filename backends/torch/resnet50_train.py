@@ -169,11 +169,12 @@ def momentum_buffers_ready(optimizer, api: dict) -> None:
     the gradient, as SGD's own first step does: the training is the same."""
     import torch
 
-    for group in optimizer.param_groups:
-        if group["momentum"]:
-            for param in group["params"]:
-                optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-    api["optimizer"] += "; momentum buffers created (zeros) before compiling, so the step compiles once"
+    groups = [group for group in optimizer.param_groups if group["momentum"]]  # momentum 0 keeps no buffers
+    for group in groups:
+        for param in group["params"]:
+            optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    if groups:
+        api["optimizer"] += "; momentum buffers created (zeros) before compiling, so the step compiles once"
 
 
 def make_train_step(p, net, optimizer, amp: Amp) -> Callable[[Any, Any], Any]:
