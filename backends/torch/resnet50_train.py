@@ -44,8 +44,6 @@ def prepare(p, device, run: RunInputs) -> Prepared:
     api["inputs"] = feed.api
     optimizer = build_optimizer(p, model, amp, api)
     mode = compile_mode(p, run)
-    if p.execution == "compiled" and mode not in CUDA_GRAPH_COMPILE_MODES:
-        momentum_buffers_ready(optimizer, api)
     net = compat.torch_compile(model, mode=mode) if mode in CUDA_GRAPH_COMPILE_MODES else model
     train_step = make_train_step(p, net, optimizer, amp)
     losses: dict[str, Any] = {}
@@ -243,6 +241,7 @@ def build_step(execution: str, mode: str | None, train_step: Callable[[Any, Any]
         api["execution"] = (f"torch.compile(model, mode={mode}): forward and backward (AOTAutograd) compiled and "
                             "replayed as CUDA graphs; loss and optimizer.step() eager")
     elif execution == "compiled":
+        momentum_buffers_ready(optimizer, api)
         whole_step = compat.torch_compile(train_step, mode=mode)
         api["execution"] = (f"torch.compile(mode={mode}) of the whole step: forward, loss, backward (AOTAutograd) "
                             "and optimizer.step(), zero_grad included")
