@@ -451,13 +451,12 @@ class Runner:
 
     def _start_next_ahead(self, spec: RunSpec, files: "_RunFiles") -> None:
         """Start the next run's worker now, to import while this one sets up, and name it in this run's pause
-        file, so that this run's worker pauses it while it is timed."""
+        file, so that this run's worker pauses it while it is timed. The next run is one that starts a worker
+        (`_next_with_worker`), so its backend is registered and installed."""
         following = self._next
         if following is None or not self._overlapping(spec) or not self._overlapping(following):
             return
-        backend = self._backends.get(following.backend)
-        if backend is None or self.static_status(following) is not None:
-            return
+        backend = self._backends[following.backend]
         cache_env, _, _ = self._compile_cache(following, backend)
         env = worker_env(self.memory_limit_bytes, {**backend.worker_env(following.options), **cache_env})
         self.drop_ahead()
