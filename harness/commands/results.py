@@ -148,20 +148,23 @@ def session_rows(store) -> list[dict]:
     """One row per stored session, oldest first: id, start, status, runs planned, results stored
     (and how many ok), its run time (its records' `duration_s` added up: what the runs took, without the
     gaps of a session stopped and resumed), the command that started it."""
+    seconds: dict[str, float] = {}
+    for r in store.records():
+        seconds[r.get("session_id")] = seconds.get(r.get("session_id"), 0.0) + float(r.get("duration_s") or 0.0)
     rows = []
     for s in store.sessions():
         full = store.session(s["session_id"]) or {}
         started = str(s.get("started_at") or "-")[:19].replace("T", " ")
-        seconds = sum(float(r.get("duration_s") or 0.0) for r in store.records([s["session_id"]]))
         rows.append({"session": s["session_id"], "started (UTC)": started, "status": s.get("state"),
                      "runs": len(full.get("plan") or []), "results": s.get("results") or 0, "ok": int(s.get("ok") or 0),
-                     "run time": run_time(seconds) if s.get("results") else "-",
+                     "run time": run_time(seconds.get(s["session_id"], 0.0)) if s.get("results") else "-",
                      "scenario": s.get("scenario_path"), "command": full.get("command")})
     return rows
 
 
 def run_time(seconds: float) -> str:
-    """Seconds as a run time: `57 s`, `23.6 min`, `2.1 h`."""
+    """Seconds as a run time: `57 s`, `23.6 min`, `2.1 h`. Not present.live.format_duration (`24 min`): run
+    times of a file's parts are added up and compared, so minutes keep their tenth."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
