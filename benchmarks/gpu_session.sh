@@ -6,7 +6,7 @@
 #   torch against TensorFlow (benchmarks/h200/frameworks_*.yaml): tf-keras3, tf-legacy (tf_keras), tf-handloop,
 #     tf-extra (recompute under tf.function and XLA, TF eager), frameworks-torch, frameworks-gemm
 #   the bundled frameworks file at its defaults, a precision a phase: frameworks-tf32, frameworks-amp_bf16,
-#     frameworks-amp_fp16 (resume:SESSION goes on with a stopped one)
+#     frameworks-amp_fp16, and its GEMM document: frameworks-gemm-document (resume:SESSION goes on with a stopped one)
 #   what users run: defaults (execution: default, inputs device and host; its parts defaults-torch, defaults-jax,
 #     defaults-tf-keras3, defaults-tf-legacy, defaults-compare), memory (allocator peak against a hand-written step),
 #     memory-capacity (the same at the capacity search's largest fp32 batch with recompute)
@@ -187,6 +187,9 @@ for phase in $PHASES; do
       # (or the ten minutes of one call) goes on with the phase resume:SESSION on the same machine.
       $H run scenarios/frameworks.yaml --document frameworks-resnet50 --set precision="${phase#frameworks-}" \
         --store "$STORE" "${LIMIT[@]}"
+      $H compare --by backend --store "$STORE" ;;
+    frameworks-gemm-document)  # the bundled frameworks.yaml's GEMM document at its defaults, every precision
+      $H run scenarios/frameworks.yaml --document frameworks-gemm --store "$STORE" "${LIMIT[@]}"
       $H compare --by backend --store "$STORE" ;;
     resume:*)  # go on with a stopped session of this store
       $H run --resume "${phase#resume:}" --store "$STORE" "${LIMIT[@]}" ;;
