@@ -143,6 +143,12 @@ def test_results_sessions_lists_each_session_and_an_unknown_session_exits_2_nami
                                                                                   ("bbbb2222", 1, 0, 2)]
     # run time: the session's recorded run durations added up (4 s + 200 s; the failed run's 4 s)
     assert [s["run time"] for s in as_json] == ["3.4 min", "4 s"] and "run time" in lines[0]
+    assert [s["run_s"] for s in as_json] == [204.0, 4.0]  # the same in seconds, for adding up elsewhere
+    # a file run in parts, a session each: their run times added up under the table
+    assert "run time in all: 3.5 min (2 sessions, 3 results)" in lines[3]
+    single = _store(tmp_path / "one.db", [_record("c", session="cccc3333")],
+                    sessions=[("cccc3333", "harness run quickstart")])
+    assert "run time in all" not in _invoke("results", "--store", single, "--sessions", columns=200).output
     unknown = _invoke("results", "--store", path, "--session", "nope")
     assert unknown.exit_code == 2
     assert "no single session matches 'nope'" in unknown.output

@@ -33,7 +33,7 @@ SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok"
                    "a JSON array of records (--format json), or another store, damaged or not (repeatable).")
 @click.option("--sessions", "list_sessions", is_flag=True,
               help="List the stored sessions: id, when it started, its status, its runs, its run time (the runs' "
-                   "durations added up) and its command.")
+                   "durations added up) and its command; under the table, every session's run time added up.")
 @click.option("--wide", is_flag=True,
               help="Every column and every note in full, however wide (the table fits the terminal otherwise).")
 def command(store_path, fmt, session, output, imports, list_sessions, wide) -> None:
@@ -147,7 +147,7 @@ def print_sessions(path: str, fmt: str, output: str | None, wide: bool) -> None:
 def session_rows(store) -> list[dict]:
     """One row per stored session, oldest first: id, start, status, runs planned, results stored
     (and how many ok), its run time (its records' `duration_s` added up: what the runs took, without the
-    gaps of a session stopped and resumed), the command that started it."""
+    gaps of a session stopped and resumed; `run_s` the same in seconds), the command that started it."""
     seconds: dict[str, float] = {}
     for r in store.records():
         seconds[r.get("session_id")] = seconds.get(r.get("session_id"), 0.0) + float(r.get("duration_s") or 0.0)
@@ -158,6 +158,7 @@ def session_rows(store) -> list[dict]:
         rows.append({"session": s["session_id"], "started (UTC)": started, "status": s.get("state"),
                      "runs": len(full.get("plan") or []), "results": s.get("results") or 0, "ok": int(s.get("ok") or 0),
                      "run time": run_time(seconds.get(s["session_id"], 0.0)) if s.get("results") else "-",
+                     "run_s": round(seconds.get(s["session_id"], 0.0), 3),
                      "scenario": s.get("scenario_path"), "command": full.get("command")})
     return rows
 
@@ -176,7 +177,7 @@ def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:
         return json.dumps(rows, indent=1, default=str)
     if fmt == "csv":
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(SESSION_COLUMNS))
+        writer = csv.DictWriter(out, fieldnames=[*SESSION_COLUMNS, "run_s"])
         writer.writeheader()
         writer.writerows(rows)
         return out.getvalue().rstrip("\n")
@@ -184,6 +185,18 @@ def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:
         raise InputError("--sessions: --format table, csv or json", field="--format")
     if not rows:
         return "(no sessions)"
-    fitted = fit(rows, wide=wide, move=False, required=SESSION_COLUMNS[:7], shorten=("command", "scenario"),
+    shown = [{k: v for k, v in row.items() if k != "run_s"} for row in rows]
+    fitted = fit(shown, wide=wide, move=False, required=SESSION_COLUMNS[:7], shorten=("command", "scenario"),
                  optional=("scenario",))
-    return "\n".join(p for p in (fitted.text, fitted.footer()) if p)
+    return "\n".join(p for p in (fitted.text, total_line(rows), fitted.footer()) if p)
+
+
+def total_line(rows: list[dict]) -> str:
+    """Where more than one session has results, their run times added up: a file run in parts (a precision a
+    session, say, each within one machine's lease) took this much in all. Empty otherwise."""
+    measured = [row for row in rows if row["results"]]
+    if len(measured) < 2:
+        return ""
+    runs = sum(row["results"] for row in measured)
+    return (f"run time in all: {run_time(sum(row['run_s'] for row in measured))} "
+            f"({len(measured)} sessions, {runs} results)")
