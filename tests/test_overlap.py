@@ -5,11 +5,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from harness.results.store import Store
 from harness.session.plan import build_plan
-from harness.session.runner import Runner
+from harness.session.runner import Runner, _Ahead
 from harness.spec.scenario import load_scenario
 from harness.worker.neighbours import paused
 
@@ -86,3 +87,37 @@ def test_a_run_decided_without_a_worker_does_not_cost_the_next_run_its_worker_ah
     # the worker started beside the first run was the last run's, passing over the decided one
     assert records[0].checks.get("paused_states") == ["T"]
     assert "imported_ahead" in records[2].phases_s
+
+
+def test_with_several_workers_ahead_each_imports_through_every_set_up_until_its_run(
+        tmp_path, fake_backend, write_scenario, monkeypatch):
+    monkeypatch.setattr(Runner, "ahead_depth", staticmethod(lambda: 2))
+    started = []
+    start_ahead = Runner._start_ahead
+    monkeypatch.setattr(Runner, "_start_ahead", lambda self, spec, env: started.append(spec.run_id)
+                        or start_ahead(self, spec, env))
+    plan = _plan(write_scenario, runs=4)
+    with Store(str(tmp_path / "o.db")) as store:
+        runner = Runner(store, overlap=True)
+        records = runner.run(plan).records
+        runner.close()
+    assert [r.status for r in records] == ["ok"] * 4
+    assert started == [spec.run_id for spec in plan[1:]]  # one worker each, kept from the run it started in
+    # run 1 started the workers of runs 2 and 3; run 2 kept run 3's and started run 4's; run 3 had run 4's
+    assert [r.timing.get("paused_workers") for r in records] == [2, 2, 1, None]
+    assert [r.checks.get("paused_states") for r in records] == [["T", "T"], ["T", "T"], ["T"], None]
+    assert all("imported_ahead" in r.phases_s for r in records[1:])
+    assert not runner._pool  # none left over
+
+
+def test_a_worker_ahead_that_no_coming_run_takes_is_stopped(tmp_path, fake_backend, write_scenario, monkeypatch):
+    monkeypatch.setattr(Runner, "ahead_depth", staticmethod(lambda: 2))
+    first, second = _plan(write_scenario, runs=2)
+    with Store(str(tmp_path / "o.db")) as store:
+        runner = Runner(store, overlap=True)
+        stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        runner._pool.append(_Ahead(("fake", ()), stray, tempfile.TemporaryDirectory()))  # a worker for no one
+        records = runner.run([first, second]).records
+        runner.close()
+    assert stray.poll() is not None  # stopped when the first run looked at what comes next
+    assert [r.timing.get("paused_workers") for r in records] == [1, None]  # only the second run's was paused

@@ -43,6 +43,10 @@ from harness.workloads import WORKLOADS
 TERM_GRACE_S = 5.0
 #: The fewest CPU cores with which a timed run's set-up may share the host with the next run's import.
 OVERLAP_MIN_CORES = 4
+#: The most upcoming runs whose workers import ahead at once (one for each OVERLAP_MIN_CORES cores of the host).
+#: TensorFlow's import takes 10-15 s and a short run's untimed set-up a few, so one worker ahead is often still
+#: importing when its run comes: several, each importing through every set-up until theirs, are ready.
+AHEAD_DEPTH = 4
 LOG_TAIL_CHARS = 3000
 #: Seconds the runner blocks in wait() between two reads of a worker's progress file.
 PROGRESS_POLL_S = 0.5
@@ -370,13 +374,15 @@ class Runner:
         self._backends = available_backends()
         #: capacity probes: while one probe runs, the next one's worker starts and imports its framework
         self._ahead_wanted = False
-        self._ahead: _Ahead | None = None
+        #: workers started ahead, oldest first: the next runs' (timed runs), or the next probe's
+        self._pool: list[_Ahead] = []
         #: the session's compilation caches (harness-cache-*), made at the first run that needs one
         self._cache_root: str | None = None
-        #: timed runs: the next run's worker imports while this one sets up, and is paused while it is timed
+        #: timed runs: the next runs' workers import while this one sets up, and are paused while it is timed
         #: (None: where that is harmless, `_overlap_harmless`; True/False: always, never)
         self.overlap = overlap
-        self._next: RunSpec | None = None
+        #: the next runs that start a worker (at most `ahead_depth()`): those whose workers may import ahead
+        self._upcoming: list[RunSpec] = []
         self._lock_wait = LockWait()
 
     @contextlib.contextmanager
@@ -393,10 +399,15 @@ class Runner:
             self.drop_ahead()
 
     def drop_ahead(self) -> None:
-        """Stop the worker started ahead, if any, and remove its folder."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
+        """Stop the workers started ahead, if any, and remove their folders."""
+        pool, self._pool = self._pool, []
+        for ahead in pool:
             _stop_ahead(ahead)
+
+    @staticmethod
+    def ahead_depth() -> int:
+        """How many upcoming runs' workers import ahead at once: one per OVERLAP_MIN_CORES cores, 1 to AHEAD_DEPTH."""
+        return max(1, min(AHEAD_DEPTH, (os.cpu_count() or 1) // OVERLAP_MIN_CORES))
 
     def _ahead_harmless(self, spec: RunSpec) -> bool:
         """Whether a worker importing beside a probe leaves the probe's answer alone: it takes host memory (about
@@ -409,8 +420,6 @@ class Runner:
 
     def _start_ahead(self, spec: RunSpec, env: dict) -> None:
         """Start the worker of a run like `spec` (same backend, same environment) before that run exists."""
-        if self._ahead is not None:
-            return
         tmpdir = tempfile.TemporaryDirectory(prefix="harness-run-")
         ahead_env = {**env, "HARNESS_PROGRESS_FILE": str(Path(tmpdir.name, "progress.jsonl"))}
         with open(Path(tmpdir.name, "worker.log"), "ab") as log:
@@ -418,24 +427,38 @@ class Runner:
                 [sys.executable, "-m", "harness.worker", "--ahead", spec.backend, tmpdir.name, str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=ahead_env,
                 start_new_session=True)
-        self._ahead = _Ahead(self._ahead_key(spec, env), proc, tmpdir)
+        self._pool.append(_Ahead(self._ahead_key(spec, env), proc, tmpdir))
+
+    def _ahead_for_probe(self, spec: RunSpec, env: dict) -> None:
+        """One worker importing ahead for the next probe, which is like this one (same backend, same environment):
+        started unless there is one; any other is stopped."""
+        key = self._ahead_key(spec, env)
+        for other in [a for a in self._pool if a.key != key]:
+            self._pool.remove(other)
+            _stop_ahead(other)
+        if not self._pool:
+            self._start_ahead(spec, env)
 
     def _take_ahead(self, spec: RunSpec, env: dict) -> _Ahead | None:
-        """The worker started ahead, if it suits this run and still waits for one; else None (and it is stopped)."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is None:
-            return None
-        if ahead.key != self._ahead_key(spec, env) or ahead.proc.poll() is not None:
-            _stop_ahead(ahead)
-            return None
-        _continue(ahead.proc)  # a worker that died while timed may have left it paused
-        return ahead
+        """The oldest worker started ahead that suits this run (same backend, same environment) and still waits
+        for one, taken out of the pool; None where there is none. One that has left is stopped on the way."""
+        key = self._ahead_key(spec, env)
+        for ahead in list(self._pool):
+            if ahead.key != key:
+                continue
+            self._pool.remove(ahead)
+            if ahead.proc.poll() is not None:
+                _stop_ahead(ahead)
+                continue
+            _continue(ahead.proc)  # a worker that died while timed may have left it paused
+            return ahead
+        return None
 
     def _overlap_harmless(self, spec: RunSpec) -> bool:
-        """Whether a timed run may have the next run's worker importing beside it: a plain run (one process) on a
-        GPU of a host with cores to spare. The worker ahead is paused from the run's first step to its last
-        measurement (harness.worker.neighbours), so it shares only the run's own untimed set-up; it never opens
-        a device before its own run, so it holds no GPU memory. On the CPU the import would take the cores the
+        """Whether a timed run may have the next runs' workers importing beside it: a plain run (one process) on a
+        GPU of a host with cores to spare. The workers ahead are paused from the run's first step to its last
+        measurement (harness.worker.neighbours), so they share only the run's own untimed set-up; none opens
+        a device before its own run, so they hold no GPU memory. On the CPU the import would take the cores the
         run's own set-up uses, and a small host's load average would call the machine busy."""
         if self._replicas(spec) != 1:
             return False
@@ -444,25 +467,43 @@ class Runner:
         return on_gpu and (os.cpu_count() or 1) >= OVERLAP_MIN_CORES
 
     def _overlapping(self, spec: RunSpec) -> bool:
-        """Whether this timed run overlaps with the next one's import (`overlap`, else `_overlap_harmless`)."""
+        """Whether this timed run overlaps with the next ones' imports (`overlap`, else `_overlap_harmless`)."""
         if spec.measure.get("probe"):
             return False
         return self.overlap if self.overlap is not None else self._overlap_harmless(spec)
 
     def _start_next_ahead(self, spec: RunSpec, files: "_RunFiles") -> None:
-        """Start the next run's worker now, to import while this one sets up, and name it in this run's pause
-        file, so that this run's worker pauses it while it is timed. The next run is one that starts a worker
-        (`_next_with_worker`), so its backend is registered and installed."""
-        following = self._next
-        if following is None or not self._overlapping(spec) or not self._overlapping(following):
+        """See that each of the next runs (`_upcoming`: those that start a worker, so their backends are
+        registered and installed) has a worker importing ahead, in run order, starting those it lacks and stopping
+        those no upcoming run will take; then name them all in this run's pause file, so that this run's worker
+        pauses them while it is timed. Each imports through every untimed stretch until its run comes."""
+        if not self._overlapping(spec):
+            self.drop_ahead()
             return
-        backend = self._backends[following.backend]
-        cache_env, _, _ = self._compile_cache(following, backend)
-        env = worker_env(self.memory_limit_bytes, {**backend.worker_env(following.options), **cache_env})
-        self.drop_ahead()
-        self._start_ahead(following, env)
-        if self._ahead is not None:
-            write_json_atomic(files.folder / PAUSE_FILE, [self._ahead.proc.pid])
+        wanted = []
+        for following in self._upcoming:
+            if not self._overlapping(following):
+                break  # a run that is not overlapped starts its own worker, and so does every run after it here
+            backend = self._backends[following.backend]
+            cache_env, _, _ = self._compile_cache(following, backend)
+            wanted.append((following, worker_env(self.memory_limit_bytes,
+                                                 {**backend.worker_env(following.options), **cache_env})))
+        keep, missing = list(self._pool), []
+        for following, env in wanted:
+            have = next((a for a in keep if a.key == self._ahead_key(following, env)), None)
+            if have is not None:
+                keep.remove(have)
+            else:
+                missing.append((following, env))
+        for surplus in keep:  # started for runs that no longer come next
+            self._pool.remove(surplus)
+            _stop_ahead(surplus)
+        for ahead in self._pool:
+            _continue(ahead.proc)  # a run whose worker died while timed may have left them paused
+        for following, env in missing:
+            self._start_ahead(following, env)
+        if self._pool:
+            write_json_atomic(files.folder / PAUSE_FILE, [a.proc.pid for a in self._pool])
 
     def static_status(self, spec: RunSpec) -> tuple[str, str] | None:
         """(status, reason) for a run decided without a worker: backend missing or combination unmapped."""
@@ -621,7 +662,7 @@ class Runner:
                     ))
                 probe = bool(spec.measure.get("probe")) and self._replicas(spec) == 1
                 if probe and self._ahead_wanted and self._ahead_harmless(spec):
-                    self._start_ahead(spec, base_env)  # the next probe's worker imports while this one runs
+                    self._ahead_for_probe(spec, base_env)  # the next probe's worker imports while this one runs
                 timed_out = not self._wait_all(procs, spec, files.progress)
             except BaseException:
                 for proc in procs:
@@ -758,7 +799,7 @@ class Runner:
     def _run_one(self, i: int, plan: list[RunSpec], outcome: SessionOutcome) -> bool:
         """Run plan[i - 1], store and report its record; whether the session must stop (the store failed)."""
         spec = plan[i - 1]
-        self._next = self._next_with_worker(plan[i:])
+        self._upcoming = self._next_with_workers(plan[i:], self.ahead_depth())
         self.on_start(i, len(plan), spec)
         self._index = i
         record = self.add_scaling_efficiency(self.execute(spec))
@@ -771,14 +812,17 @@ class Runner:
         self.on_result(i, len(plan), record)
         return outcome.store_error is not None
 
-    def _next_with_worker(self, upcoming: list[RunSpec]) -> RunSpec | None:
-        """The first upcoming run that starts a worker: the one whose worker may import ahead. Runs decided
+    def _next_with_workers(self, upcoming: list[RunSpec], n: int) -> list[RunSpec]:
+        """The first `n` upcoming runs that start a worker: those whose workers may import ahead. Runs decided
         without a worker (`static_status`: a mode the framework lacks, a backend not installed) are passed
-        over, so they do not cost the run after them its overlap."""
+        over, so they do not cost the runs after them their overlap."""
+        found = []
         for spec in upcoming:
+            if len(found) == n:
+                break
             if self.static_status(spec) is None:
-                return spec
-        return None
+                found.append(spec)
+        return found
 
     def add_scaling_efficiency(self, record: Result) -> Result:
         """scaling_efficiency of an ok data-parallel record, against the median of the same configuration's

@@ -193,7 +193,7 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
         result.framework_env = device.identity()["env"]  # again: the settings prepare put in force (TF32, threads)
         phases.next("steps")
         try:
-            # no other session times while this run is; the next run's worker, importing ahead, is still
+            # no other session times while this run is; the next runs' workers, importing ahead, are still
             with host_isolation(run, result), paused() as neighbours:
                 timing, work, sync_api, checks, extra = _timed_steps(prepared, run, probe, ctx, result, phases)
             if neighbours:

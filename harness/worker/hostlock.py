@@ -16,8 +16,8 @@ record keeps how long (`env.isolation`). The lock is an advisory flock(2) on one
   collective's timeout); never for a run over several nodes (two such sessions, each holding one node's
   lock and waiting for the other's, would wait for ever: the scheduler keeps them apart). A Slurm job
   takes the lock of the node it runs on, like any session there;
-- nothing waits in a cycle: the runs of one session follow one another, and the next run's worker,
-  started ahead (harness.worker.neighbours), only imports until it is handed its run, so it never holds
+- nothing waits in a cycle: the runs of one session follow one another, and the next runs' workers,
+  started ahead (harness.worker.neighbours), only import until each is handed its run, so it never holds
   the lock while paused. A capacity probe takes the lock too: it computes on the device another session
   may be timing.
 
