@@ -17,7 +17,7 @@ record keeps how long (`env.isolation`). The lock is an advisory flock(2) on one
   lock and waiting for the other's, would wait for ever: the scheduler keeps them apart). A Slurm job
   takes the lock of the node it runs on, like any session there;
 - nothing waits in a cycle: the runs of one session follow one another, and the next runs' workers,
-  started ahead (harness.worker.neighbours), only import until each is handed its run, so it never holds
+  started ahead (harness.worker.neighbours), only import until each is handed its run, so none holds
   the lock while paused. A capacity probe takes the lock too: it computes on the device another session
   may be timing.
 
