@@ -118,6 +118,7 @@ def test_a_worker_ahead_that_no_coming_run_takes_is_stopped(tmp_path, fake_backe
         stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
         runner._pool.append(_Ahead(("fake", ()), stray, tempfile.TemporaryDirectory()))  # a worker for no one
         records = runner.run([first, second]).records
+        stopped = stray.poll() is not None  # before close(), which stops whatever is left
         runner.close()
-    assert stray.poll() is not None  # stopped when the first run looked at what comes next
+    assert stopped  # when the first run looked at what comes next
     assert [r.timing.get("paused_workers") for r in records] == [1, None]  # only the second run's was paused
