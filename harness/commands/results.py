@@ -197,6 +197,6 @@ def total_line(rows: list[dict]) -> str:
     measured = [row for row in rows if row["results"]]
     if len(measured) < 2:
         return ""
-    runs = sum(row["results"] for row in measured)
+    results = sum(row["results"] for row in measured)
     return (f"run time in all: {run_time(sum(row['run_s'] for row in measured))} "
-            f"({len(measured)} sessions, {runs} results)")
+            f"({len(measured)} sessions, {results} results)")

@@ -484,10 +484,8 @@ class Runner:
         for following in self._upcoming:
             if not self._overlapping(following):
                 break  # a run that is not overlapped starts its own worker, and so does every run after it here
-            backend = self._backends[following.backend]
-            cache_env, _, _ = self._compile_cache(following, backend)
-            wanted.append((following, worker_env(self.memory_limit_bytes,
-                                                 {**backend.worker_env(following.options), **cache_env})))
+            env, _, _ = self._run_env(following, self._backends[following.backend])
+            wanted.append((following, env))
         keep, missing = list(self._pool), []
         for following, env in wanted:
             have = next((a for a in keep if a.key == self._ahead_key(following, env)), None)
@@ -538,9 +536,7 @@ class Runner:
             return self._decided(result, backend=self._backends.get(spec.backend), status=static, duration_s=0.0)
         started = time.perf_counter()
         backend = self._backends[spec.backend]
-        cache_env, cache_state, cold_cache = self._compile_cache(spec, backend)
-        base_env = worker_env(self.memory_limit_bytes, {**backend.worker_env(
-            spec.options, probe=bool(spec.measure.get("probe"))), **cache_env})
+        base_env, cache_state, cold_cache = self._run_env(spec, backend)
         probe = bool(spec.measure.get("probe")) and self._replicas(spec) == 1
         ahead = self._take_ahead(spec, base_env) if probe or self._overlapping(spec) else None
         tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
@@ -570,6 +566,14 @@ class Runner:
             if cold_cache is not None:
                 shutil.rmtree(cold_cache, ignore_errors=True)
         return _timed(result, started, worker_ran=launch is None)
+
+    def _run_env(self, spec: RunSpec, backend) -> tuple[dict[str, str], str | None, Path | None]:
+        """(environment, compile-cache state, folder to remove after the run) of a run's worker. A worker started
+        ahead for the run has this environment too, which is how the run knows it for its own."""
+        cache_env, cache_state, cold_cache = self._compile_cache(spec, backend)
+        env = worker_env(self.memory_limit_bytes,
+                         {**backend.worker_env(spec.options, probe=bool(spec.measure.get("probe"))), **cache_env})
+        return env, cache_state, cold_cache
 
     def _compile_cache(self, spec: RunSpec, backend) -> tuple[dict[str, str], str | None, Path | None]:
         """(environment, state, folder to remove after the run) of a run's compilation caches, in a folder the
