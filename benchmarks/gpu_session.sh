@@ -6,7 +6,8 @@
 #   torch against TensorFlow (benchmarks/h200/frameworks_*.yaml): tf-keras3, tf-legacy (tf_keras), tf-handloop,
 #     tf-extra (recompute under tf.function and XLA, TF eager), frameworks-torch, frameworks-gemm
 #   the bundled frameworks file at its defaults, a precision a phase: frameworks-tf32, frameworks-amp_bf16,
-#     frameworks-amp_fp16, and its GEMM document: frameworks-gemm-document (resume:SESSION goes on with a stopped one)
+#     frameworks-amp_fp16, and its GEMM document: frameworks-gemm-document, or a precision of it a phase:
+#     frameworks-gemm-fp32, -tf32, -bf16, -fp16 (resume:SESSION goes on with a stopped one)
 #   what users run: defaults (execution: default, inputs device and host; its parts defaults-torch, defaults-jax,
 #     defaults-tf-keras3, defaults-tf-legacy, defaults-compare), memory (allocator peak against a hand-written step),
 #     memory-capacity (the same at the capacity search's largest fp32 batch with recompute)
@@ -190,6 +191,11 @@ for phase in $PHASES; do
       $H compare --by backend --store "$STORE" ;;
     frameworks-gemm-document)  # the bundled frameworks.yaml's GEMM document at its defaults, every precision
       $H run scenarios/frameworks.yaml --document frameworks-gemm --store "$STORE" "${LIMIT[@]}"
+      $H compare --by backend --store "$STORE" ;;
+    frameworks-gemm-fp32|frameworks-gemm-tf32|frameworks-gemm-bf16|frameworks-gemm-fp16)  # one precision of it:
+      # a part of its own, like the ResNet-50 document's (compare --by backend pairs nothing across precisions)
+      $H run scenarios/frameworks.yaml --document frameworks-gemm --set precision="${phase#frameworks-gemm-}" \
+        --store "$STORE" "${LIMIT[@]}"
       $H compare --by backend --store "$STORE" ;;
     resume:*)  # go on with a stopped session of this store
       $H run --resume "${phase#resume:}" --store "$STORE" "${LIMIT[@]}" ;;
