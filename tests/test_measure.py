@@ -148,3 +148,52 @@ def test_the_stop_rule_reads_the_measure_block_and_names_why_the_loop_ends():
     assert adaptive.stop_reason(timing, 1.0) == "min_time"
     capped = StopRule(repeats=2, max_repeats=4, min_time_s=100.0)
     assert capped.stop_reason(timing, 1.0) == "max_repeats"
+
+
+def test_the_warm_up_is_timed_and_a_compile_that_lands_there_is_said(monkeypatch):
+    """A second compile in the warm-up (torch.compile under GradScaler compiles the optimizer's branch at the
+    first step the scaler lets through) is left out of first_step_s: the warm-up's wall time says it happened."""
+    import time
+
+    from harness.worker import measure
+
+    monkeypatch.setattr(measure, "WARMUP_OVERRUN_S", 0.05)
+    calls = []
+
+    def step():
+        calls.append(1)
+        if len(calls) == 3:  # the second warm-up call does one-time work
+            time.sleep(0.08)
+
+    timing = run_timed(step, ScriptedClock(itertools.repeat(0.001)), {"warmup": 4, "steps": 1, "repeats": 2})
+    assert timing.warmup_calls == 4 and timing.warmup_s >= 0.08
+    assert timing.fields()["warmup_s"] == timing.warmup_s
+    # the scripted first step took 5 s: 0.08 s over four timed calls is under 15% of it
+    assert timing.warmup_overrun() is None
+    timing.first_step_s = 0.2
+    warning = timing.warmup_overrun()
+    assert warning and "4 call(s)" in warning and "first_step_s (0.2 s) leaves out" in warning
+
+    steady = run_timed(lambda: None, ScriptedClock(itertools.repeat(0.001)), {"warmup": 4, "steps": 1, "repeats": 2})
+    steady.first_step_s = 0.2
+    assert steady.warmup_overrun() is None  # a warm-up as long as its calls: nothing to say
+    none = run_timed(lambda: None, ScriptedClock(itertools.repeat(0.001)), {"warmup": 0, "steps": 1, "repeats": 2})
+    assert none.warmup_calls == 0 and none.warmup_overrun() is None
+
+
+def test_a_warm_up_overrun_reaches_the_records_warnings(monkeypatch):
+    from harness.seam.adapter import RunContext
+    from harness.worker import measure
+    from harness.worker.figures import TimedRun, figures
+    from harness.workloads.gemm import GEMM
+
+    params = GEMM.validate({"size": 64})
+    timing = Timing(first_step_s=10.0, steps_per_block=2, blocks=[BlockTime(0.2), BlockTime(0.2)],
+                    warmup_s=5.5, warmup_calls=5)
+    ctx = RunContext()
+    figures(GEMM, params, TimedRun(timing, 1.0, {}, {}, {}, None), "cpu", None, {}, ctx)
+    assert any("the warm-up took 5.5 s for 5 call(s), 5.0 s more" in w for w in ctx.warnings)
+    monkeypatch.setattr(measure, "WARMUP_OVERRUN_SHARE", 0.6)  # 5 s is under 60% of a 10 s first step
+    ctx = RunContext()
+    figures(GEMM, params, TimedRun(timing, 1.0, {}, {}, {}, None), "cpu", None, {}, ctx)
+    assert not any("warm-up took" in w for w in ctx.warnings)

@@ -275,6 +275,11 @@ def test_every_resnet_precision_runs_or_is_unsupported_with_a_reason(monkeypatch
     # the classifier's output shows whether autocast was really on
     expected_dtype = {"fp32": torch.float32, "amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}[precision]
     assert logits_dtypes and all(dtype == expected_dtype for dtype in logits_dtypes)
+    # GradScaler's scale after the timed steps, as TensorFlow's and JAX's records give theirs; none without it
+    if precision == "amp_fp16":
+        assert result["timing"]["loss_scale"] >= 1
+    else:
+        assert "loss_scale" not in result["timing"]
 
 
 def test_resnet_cuda_graph_is_unsupported_on_cpu_even_when_auto_resolves_there():
@@ -552,3 +557,47 @@ def test_with_momentum_buffers_ready_the_compiled_step_is_traced_once():
     without, ready = frames(False), frames(True)
     assert ready[0] == ready[1] == ready[2]  # nothing traced after the first step
     assert without[1] > without[0]  # SGD's lazily made state: traced again on the second call
+
+
+@pytest.mark.skipif(not (COMPILE_WORKS and CPU_FP16_TRAINING), reason="needs torch.compile and CPU float16 training")
+def test_under_grad_scaler_the_optimizers_part_is_compiled_at_the_first_finite_step():
+    """What the record's warm-up warning (README, "Correct timing") reports for amp_fp16 under torch.compile:
+    GradScaler skips optimizer.step() while the scaled gradients overflow, so the compiled step traces the
+    optimizer's part only at the first step that goes through, after the first step that reports the compile."""
+    from backends.torch.resnet50_train import momentum_buffers_ready
+
+    def frames(init_scale: float) -> tuple[list[int], list[float]]:
+        torch._dynamo.reset()
+        net, _, _ = _sgd_and_step(True)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        momentum_buffers_ready(optimizer, {"optimizer": ""})
+        scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+        images, labels = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(0)), torch.tensor([1, 3])
+        graphs = []
+
+        def counting(gm, example_inputs):
+            graphs.append(gm)
+            return gm.forward
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(net(images), labels)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+        compiled = torch.compile(step, backend=counting)
+        seen, scales = [], []
+        for _ in range(30):
+            compiled()
+            seen.append(len(graphs))
+            scales.append(float(scaler.get_scale()))
+        return seen, scales
+
+    (finite, kept), (overflowing, halved) = frames(2.0 ** 4), frames(2.0 ** 24)
+    assert kept[0] == 2.0 ** 4 and len(set(finite)) == 1  # every part traced in the first step
+    went_through = next(i for i in range(1, len(halved)) if halved[i] == halved[i - 1])  # the first step not skipped
+    assert halved[0] < 2.0 ** 24 and went_through > 1  # the first steps overflowed and were skipped
+    assert overflowing[:went_through] == [overflowing[0]] * went_through  # nothing more traced while skipping
+    assert overflowing[-1] > overflowing[0]  # the optimizer's part, traced once a step went through

@@ -50,14 +50,17 @@ def prepare(p, device, run: RunInputs) -> Prepared:
     step = build_step(p.execution, mode, train_step, optimizer, losses, api, feed)
     checks = partial(training_checks, model, losses, n_params, feed.fingerprint)
     return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
-                    timing_fields=partial(timing_fields, p, feed))
+                    timing_fields=partial(timing_fields, p, feed, amp.scaler))
 
 
-def timing_fields(p, feed: Feed) -> dict:
-    """The images of one step and, under inputs: host, the bytes each step copied from host to device."""
+def timing_fields(p, feed: Feed, scaler=None) -> dict:
+    """The images of one step; under inputs: host, the bytes each step copied from host to device; under
+    amp_fp16, GradScaler's loss scale after the timed blocks (as TensorFlow's and JAX's records give theirs)."""
     out = {"images_per_step": float(p.batch_size * p.grad_accum)}
     if feed.bytes_per_step:
         out["host_to_device_bytes_per_step"] = feed.bytes_per_step
+    if scaler is not None:
+        out["loss_scale"] = float(scaler.get_scale())
     return out
 
 

@@ -72,6 +72,9 @@ def figures(workload: Workload, params: Params, timed: TimedRun, device: str, de
     samples = timed.timing.rates(timed.work_per_step)
     warnings = ctx.warnings
     summary = summarize(samples, warnings)
+    overrun = timed.timing.warmup_overrun()
+    if overrun:
+        warnings.append(overrun)
     out = Figures(median=summary.median, iqr=summary.iqr, ci_low=summary.ci_low, ci_high=summary.ci_high,
                   cv=summary.cv, api=timed.api, samples=samples, step_time_s=timed.timing.step_time_s(),
                   first_step_s=timed.timing.first_step_s, checks=timed.checks, timing=timed.timing.fields(**timed.extra),

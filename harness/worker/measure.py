@@ -82,6 +82,11 @@ class Timing:
     steps_per_call: int = 1
     #: warm-up calls run, where the workload's floor raised them above `measure.warmup` (None: as asked)
     warmup_raised_to: int | None = None
+    #: wall seconds of the warm-up calls (between the first step and the calibration or first block), synchronized
+    #: at the end; `warmup_overrun` reads one-time work that landed there from it
+    warmup_s: float | None = None
+    #: warm-up calls run
+    warmup_calls: int = 0
 
     @property
     def wall_s(self) -> list[float]:
@@ -113,9 +118,30 @@ class Timing:
             # a record whose step runs one training step per call keeps the fields it always had
             **({"steps_per_call": self.steps_per_call} if self.steps_per_call != 1 else {}),
             **({"warmup_raised_to": self.warmup_raised_to} if self.warmup_raised_to is not None else {}),
+            **({"warmup_s": self.warmup_s} if self.warmup_s is not None else {}),
             **extra,
         }
 
+    def warmup_overrun(self) -> str | None:
+        """A warning where the warm-up took much longer than as many timed calls (at least WARMUP_OVERRUN_S and
+        WARMUP_OVERRUN_SHARE of the first step more): one-time work, a second compile or trace, say, ran after
+        the first step, so `first_step_s` leaves part of the compile out. None otherwise."""
+        if self.warmup_s is None or not self.warmup_calls or not self.blocks:
+            return None
+        call_s = stats.median(self.wall_s) / self.steps_per_block
+        extra = self.warmup_s - self.warmup_calls * call_s
+        if extra < WARMUP_OVERRUN_S or extra < WARMUP_OVERRUN_SHARE * self.first_step_s:
+            return None
+        return (f"the warm-up took {self.warmup_s:.1f} s for {self.warmup_calls} call(s), {extra:.1f} s more than "
+                f"as many timed calls: one-time work (a second compile or trace, autotuning) ran after the first "
+                f"step, which first_step_s ({self.first_step_s:.1f} s) leaves out")
+
+
+#: A warm-up that lasts this many seconds, and this share of the first step, longer than as many timed calls
+#: has had one-time work in it (Timing.warmup_overrun). In the H200 stores a compile that landed in the
+#: warm-up took 10-19 s (19-50% of its first step); no other warm-up ran more than 2.3 s (13%) over.
+WARMUP_OVERRUN_S = 2.0
+WARMUP_OVERRUN_SHARE = 0.15
 
 #: What `steps: auto` and `processes: auto` mean; a number keeps its old meaning.
 AUTO = "auto"
@@ -302,14 +328,16 @@ def run_timed(
     first = clock.stop(token).wall_s
 
     report("warmup", first_step_s=first, warmup=warmup)
+    began = time.perf_counter()  # the device is idle: the first step's stop synchronized it
     for _ in range(warmup):
         step()
     clock.sync()
+    warmup_s = time.perf_counter() - began
 
     calibration = calibrate(step, clock, float(cfg["min_block_s"]), int(cfg["max_block_steps"])) if auto else None
     steps = calibration["steps"] if calibration else int(cfg["steps"])
     timing = Timing(first_step_s=first, steps_per_block=steps, calibration=calibration, steps_per_call=steps_per_call,
-                    warmup_raised_to=raised)
+                    warmup_raised_to=raised, warmup_s=warmup_s, warmup_calls=warmup)
     if telemetry is not None:
         telemetry.start()
     try:
