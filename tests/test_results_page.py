@@ -159,3 +159,35 @@ def test_a_breakdown_sections_baseline_comes_first(tmp_path):
     assert first == ["torch / eager", "torch / compiled", "torch / cuda_graph"]
     assert not headers[None].split("|")[2].strip().startswith("torch")
     assert sorted(headers[None].split("|")) == sorted(headers["torch"].split("|"))  # the same columns, reordered
+
+
+def test_a_time_section_adds_up_what_each_part_took():
+    from harness.present.results_page import time_rows
+    from harness.results.manifest import PageSection
+    from harness.results.record import Result
+
+    def run(precision, key, status="ok", duration=10.0, first=4.0, blocks=(0.5, 0.5)):
+        return Result(workload="resnet50_train", run_key=key, status=status, params={"precision": precision},
+                      duration_s=duration, first_step_s=first if status == "ok" else None,
+                      timing={"block_wall_s": list(blocks)} if status == "ok" else {})
+
+    records = ([run("tf32", "a") for _ in range(4)] + [run("tf32", "b") for _ in range(6)]
+               + [run("tf32", "c", status="unsupported", duration=0.5)]
+               + [run("amp_bf16", "d", duration=50.0, first=20.0) for _ in range(4)])
+    section = PageSection(id="time", title="Time", stores=[], by=[], kind="time", rows=["workload", "precision"])
+    tf32, bf16, total = time_rows(section, records)
+    assert tf32 == {"workload": "resnet50_train", "precision": "tf32", "runs": "11 (10 measured, 1 decided at once)",
+                    "processes a configuration": "4-6", "first steps": "40 s (40%)", "timed blocks": "10.0 s",
+                    "run time": "100 s"}
+    assert bf16["processes a configuration"] == "4" and bf16["run time"] == "200 s (3.3 min)"
+    assert total["workload"] == "all" and total["runs"] == "15 (14 measured, 1 decided at once)"
+    assert total["first steps"] == "120 s (40%)" and total["run time"] == "300 s (5.0 min)"
+    # one part alone: no row adding up
+    assert len(time_rows(section, [r for r in records if r.params["precision"] == "tf32"])) == 1
+
+
+def test_the_page_says_what_the_frameworks_file_took_from_its_stores():
+    text = (ROOT / "docs" / "results.md").read_text()
+    section = text[text.index("## What the frameworks file took"):]
+    section = section[:section.index("<!-- commentary:")]
+    assert "| run time |" in section and "| all |" in section

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from harness.errors import InputError
-from harness.present.table import fit, summary_table
+from harness.present.table import fit, run_time, summary_table
 from harness.results.store import (
     Store,
     default_store_path,
@@ -161,14 +161,6 @@ def session_rows(store) -> list[dict]:
                      "run_s": round(seconds.get(s["session_id"], 0.0), 3),
                      "scenario": s.get("scenario_path"), "command": full.get("command")})
     return rows
-
-
-def run_time(seconds: float) -> str:
-    """Seconds as a run time: `57 s`, `23.6 min`, `2.1 h`. Not present.live.format_duration (`24 min`): run
-    times of a file's parts are added up and compared, so minutes keep their tenth."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:

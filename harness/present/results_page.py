@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.present.report.page import Markdown, markdown_table
+from harness.present.table import run_time
 from harness.results.compare import (
     compare,
     describe_common,
@@ -120,6 +121,38 @@ def breakdown_rows(section: PageSection, records: list[Result]) -> list[dict]:
     return rows
 
 
+def time_rows(section: PageSection, records: list[Result]) -> list[dict]:
+    """A `time` section's rows: what its records took, a row per value of its `rows` fields (in the records'
+    order) and, under several, one adding them up. `runs`: records, of them measured (ok) and decided at once
+    (unsupported); `processes`: ok processes a configuration; `first steps` and `timed blocks`: their seconds
+    added up, the first steps also as a share of the run time; `run time`: the records' `duration_s` added up,
+    as `harness results --sessions` adds them."""
+    groups: dict[tuple, list[Result]] = {}
+    for record in records:
+        groups.setdefault(tuple(field_value(record, f) for f in section.rows), []).append(record)
+    rows = [{**{f: fmt(v) for f, v in zip(section.rows, key)}, **_time_cells(group)} for key, group in groups.items()]
+    if len(groups) > 1:
+        rows.append({**{f: "all" if i == 0 else "" for i, f in enumerate(section.rows)}, **_time_cells(records)})
+    return rows
+
+
+def _time_cells(records: list[Result]) -> dict:
+    run_s = sum(r.duration_s or 0.0 for r in records)
+    first_s = sum(r.first_step_s or 0.0 for r in records if r.status == "ok")
+    blocks_s = sum(sum((r.timing or {}).get("block_wall_s") or []) for r in records if r.status == "ok")
+    per_config: dict[str, int] = {}
+    for record in (r for r in records if r.status == "ok"):
+        per_config[record.run_key] = per_config.get(record.run_key, 0) + 1
+    counts = sorted(set(per_config.values()))
+    ok, unsupported = sum(r.status == "ok" for r in records), sum(r.status == "unsupported" for r in records)
+    return {"runs": f"{len(records)} ({ok} measured, {unsupported} decided at once)",
+            "processes a configuration": "-" if not counts else
+            str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}",
+            "first steps": f"{first_s:,.0f} s ({first_s / run_s:.0%})" if run_s else "-",
+            "timed blocks": f"{blocks_s:,.1f} s",
+            "run time": f"{run_s:,.0f} s" + (f" ({run_time(run_s)})" if run_s >= 120 else "")}
+
+
 def _href(base: str, name: str) -> str:
     return name if base in ("", ".") else f"{base}/{name}"
 
@@ -135,7 +168,7 @@ def _store_line(section: PageSection, manifest: Manifest, base: str) -> str:
 def section_lines(section: PageSection, manifest: Manifest, records: list[Result], kept: dict,
                   base: str) -> list[str]:
     """One section of the page: title, its stores, what the rows share, the table, its commentary."""
-    laid_out = {"values": values_rows, "breakdown": breakdown_rows}.get(section.kind)
+    laid_out = {"values": values_rows, "breakdown": breakdown_rows, "time": time_rows}.get(section.kind)
     if laid_out is not None:
         rows = laid_out(section, records)
         lines = [f"## {section.title}", "", _store_line(section, manifest, base), "", markdown_table(rows), ""]

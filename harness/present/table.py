@@ -32,6 +32,14 @@ ELLIPSIS = "..."
 NO_CI = "n/a"
 
 
+def run_time(seconds: float) -> str:
+    """Seconds as a run time: `57 s`, `23.6 min`, `2.1 h`. Not present.live.format_duration (`24 min`): run
+    times of a file's parts are added up and compared, so minutes keep their tenth."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
 def _missing(value) -> bool:
     """None, NaN, or pandas' NA/NaT (a record read back from a DataFrame): not measured."""
     if value is None:

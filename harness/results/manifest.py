@@ -45,7 +45,9 @@ class PageSection(BaseModel):
     (kind `compare`), or their values laid out with a row per value of the `rows` fields and a column
     per value of the `by` fields (kind `values`: for figures no comparison pairs, such as the largest
     batch, which is itself the batch size a comparison would match on), or their profile breakdowns side
-    by side, a row per class and a column per value of the `by` fields (kind `breakdown`)."""
+    by side, a row per class and a column per value of the `by` fields (kind `breakdown`), or what they
+    took, a row per value of the `rows` fields (a part of a file run a precision a session, say) and a row
+    adding them up: runs, processes a configuration, first steps, timed blocks, run time (kind `time`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -58,7 +60,7 @@ class PageSection(BaseModel):
     where: dict[str, str | int | float | list[str | int | float]] = {}
     columns: list[str] = []
     rows: list[str] = []
-    kind: Literal["compare", "values", "breakdown"] = "compare"
+    kind: Literal["compare", "values", "breakdown", "time"] = "compare"
 
 
 class Manifest(BaseModel):
