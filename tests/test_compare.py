@@ -401,6 +401,25 @@ def test_scaling_efficiency_takes_the_fewest_replicas_as_baseline_whichever_ran_
     assert named["scaling_efficiency"] == pytest.approx(row["scaling_efficiency"])
 
 
+def test_by_backend_the_default_baseline_is_torch_whichever_backend_ran_first():
+    # seen on the H200 (2026-12-02): a session's shuffled runs started with Keras 3, and `compare --by backend`
+    # printed every row against tensorflow[keras=keras3]
+    records = (processes(400.0, backend="tensorflow", options={"keras": "tf_keras"}, seed=61)
+               + processes(300.0, backend="tensorflow", options={"keras": "keras3"}, seed=62)
+               + processes(500.0, backend="jax", seed=63) + processes(1000.0, seed=64))
+    rows = compare(records, ["backend"]).to_dict("records")
+    assert {row["baseline"] for row in rows} == {"torch"}
+    # then tensorflow's variants by name, then the backends harness does not bundle
+    assert [row["value"] for row in rows] == ["tensorflow[keras=keras3]", "tensorflow[keras=tf_keras]", "jax"]
+    # among TensorFlow's variants alone: the same each time, whichever ran first
+    tf_only = [r for r in records if r["backend"] == "tensorflow"]
+    for ordered in (tf_only, tf_only[5:] + tf_only[:5]):
+        (row,) = compare(ordered, ["backend"]).to_dict("records")
+        assert (row["baseline"], row["value"]) == ("tensorflow[keras=keras3]", "tensorflow[keras=tf_keras]")
+    # a named baseline still wins
+    assert {row["baseline"] for row in compare(records, ["backend"], baseline="jax").to_dict("records")} == {"jax"}
+
+
 # ---------------------------------------------------------------- records in
 def test_load_records_gives_results_in_store_order(tmp_path):
     rows = processes(1000.0, n=2, seed=50) + processes(900.0, n=2, backend="tensorflow", seed=51)

@@ -29,7 +29,8 @@ FORMATS = ("table", "csv", "json", "markdown")
               help="Field to compare: backend, device, device_name, framework_version, session_id or a neutral "
                    "parameter (precision, batch_size, execution, ...). Repeatable, or comma-separated.")
 @click.option("--baseline", default=None, metavar="VALUE",
-              help="The value of the --by field(s) the others are compared with (default: the first seen).")
+              help="The value of the --by field(s) the others are compared with (default: by backend torch, "
+                   "then tensorflow, then the others by name; otherwise the first seen).")
 @click.option("--session", "sessions", multiple=True, metavar="ID",
               help="Only these sessions; two or more without --by compare the sessions, the first as baseline.")
 @click.option("--metric", default="median", show_default=True,

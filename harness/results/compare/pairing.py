@@ -38,6 +38,7 @@ from harness.results.compare.verdicts import (
     verdict_words,
 )
 from harness.results.record import Result
+from harness.seam.backend import BUILTIN_BACKENDS
 from harness.workloads import WORKLOADS
 
 #: Fields that do not identify a configuration but should agree between matched runs.
@@ -318,8 +319,8 @@ def _comparable(records, by, metric: str, min_effect) -> tuple[list[Result], lis
 
 
 def grouped(records: list[Result], by: list[str]) -> tuple[list[tuple], dict]:
-    """(compared values in the order first seen, {match key: {compared value: [records]}})."""
-    # the order values are first seen in (records come oldest first) sets the default baseline
+    """(compared values in their order, {match key: {compared value: [records]}}). The order sets the default
+    baseline: the order first seen (records come oldest first), except by backend (`backend_order`)."""
     order: list[tuple] = []
     groups: dict[tuple, dict[tuple, list[Result]]] = {}
     for record in records:
@@ -327,7 +328,25 @@ def grouped(records: list[Result], by: list[str]) -> tuple[list[tuple], dict]:
         if value not in order:
             order.append(value)
         groups.setdefault(match_key(record, by), {}).setdefault(value, []).append(record)
-    return order, groups
+    return backend_order(order, by), groups
+
+
+def backend_order(order: list[tuple], by: list[str]) -> list[tuple]:
+    """Compared values by backend in a fixed order: the built-in backends first, as harness lists them (torch,
+    then tensorflow), then the others by name, each backend's variants by name (`tensorflow[keras=keras3]`
+    before `tensorflow[keras=tf_keras]`); values alike there keep the order first seen. A session interleaves
+    its runs in a shuffled order, so the first backend seen, and with it the default baseline of
+    `compare --by backend`, would change from one session to the next."""
+    if "backend" not in by:
+        return order
+    at, builtin = by.index("backend"), list(BUILTIN_BACKENDS)
+
+    def rank(value: tuple) -> tuple:
+        name = str(value[at])
+        base = name.split("[", 1)[0]
+        return (builtin.index(base) if base in builtin else len(builtin), base, name)
+
+    return sorted(order, key=rank)
 
 
 def _baseline_of(sides: dict, order: list[tuple], wanted: tuple | None, by_scaling: bool) -> tuple | None:
