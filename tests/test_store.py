@@ -362,6 +362,36 @@ def test_a_journal_is_removed_once_every_result_reads_back_and_kept_otherwise(tm
     assert journal.settle("finished", None) is None and not os.path.exists(journal.file)
 
 
+def test_an_interrupt_whose_handler_runs_inside_a_journal_add_waits_until_the_store_has_the_result(tmp_path):
+    """Python runs a signal's handler at a bytecode boundary after the signal arrived: one that arrived just
+    before `add` ran its handler between the journal and the store (seen once in CI: a capacity session
+    interrupted there ended with 'cannot be read back' and exit 1, not 130). The handler in force during
+    `add` only notes the signal, and the session's handler gets it once the store has the result."""
+    import signal
+
+    from harness.session.journal import Journal
+    from harness.session.runner import Interrupted, trap_signals
+
+    store = Store(tmp_path / "i.db")
+    store.begin_session("s1", [], scenario_path=None, command="test")
+    journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
+    real_add, seen = store.add, []
+
+    def add_after_a_pending_handler(result):
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # what Python does with a signal that arrived earlier
+        seen.append(result.run_id)
+        real_add(result)
+
+    store.add = add_after_a_pending_handler
+    with trap_signals():
+        with pytest.raises(Interrupted):
+            journal.add(Result(run_id="r0", session_id="s1", run_key="k0", status="ok"))
+    assert seen == ["r0"] and [r["run_id"] for r in store.records(["s1"])] == ["r0"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # trap_signals put the default back
+    store.close()
+    assert journal.settle("finished", None) is None
+
+
 def test_a_journal_no_folder_takes_still_says_what_the_store_lost(tmp_path, monkeypatch, capsys):
     from harness.results.store import sidefiles
     from harness.session.journal import Journal

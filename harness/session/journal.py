@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 from typing import Callable
 
 from harness.errors import StoreWriteError
@@ -114,11 +115,37 @@ class Journal:
 
 @contextlib.contextmanager
 def _signals_held():
-    """SIGINT and SIGTERM held back (delivered, to the session's handlers, when the block ends)."""
-    held = {signal.SIGINT, signal.SIGTERM}
+    """SIGINT and SIGTERM held back: delivered, to the session's handlers, when the block ends.
+
+    Python runs a signal's handler in the main thread at a bytecode boundary after the signal arrived, so a
+    signal that arrived just before the block could run its handler inside it, whatever the thread's signal
+    mask: in the main thread the handlers are swapped for ones that note the signal, and each noted signal
+    is raised again once the session's handlers are back. Elsewhere (where Python allows no handler) the
+    thread's mask holds them."""
+    held = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():  # no handler here: the thread's signal mask
+        with _masked(held):
+            yield
+        return
+    noted: list[int] = []
+    before = {sig: signal.getsignal(sig) for sig in held}
+    try:
+        for sig in held:
+            signal.signal(sig, lambda signum, frame: noted.append(signum))
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(noted):
+            signal.raise_signal(sig)
+
+
+@contextlib.contextmanager
+def _masked(held):
+    """The signals `held` blocked in this thread for the block (nothing held where the platform cannot)."""
     try:
         before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except (AttributeError, OSError, ValueError):  # a platform without it: nothing held
+    except (AttributeError, OSError, ValueError):
         yield
         return
     try:
