@@ -128,8 +128,7 @@ class Timing:
         the first step, so `first_step_s` leaves part of the compile out. None otherwise."""
         if self.warmup_s is None or not self.warmup_calls or not self.blocks:
             return None
-        call_s = stats.median(self.wall_s) / self.steps_per_block
-        extra = self.warmup_s - self.warmup_calls * call_s
+        extra = self.warmup_s - self.warmup_calls * self.step_time_s() * self.steps_per_call
         if extra < WARMUP_OVERRUN_S or extra < WARMUP_OVERRUN_SHARE * self.first_step_s:
             return None
         return (f"the warm-up took {self.warmup_s:.1f} s for {self.warmup_calls} call(s), {extra:.1f} s more than "
