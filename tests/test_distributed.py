@@ -323,6 +323,22 @@ def test_merge_names_the_replica_that_died_not_the_peer_whose_collective_broke()
     assert record.distributed["failed_rank"] == 1
 
 
+def test_merge_names_the_replica_that_wrote_its_error_not_the_peer_harness_stopped_after_it():
+    # TensorFlow 2.12 under a host memory limit: one worker writes its error and exits, its peer waits in a
+    # collective until harness stops it with SIGTERM; the cause is the worker that wrote the error
+    failed = {"status": "failed", "error": "InternalError: std::bad_alloc", "checks": {}}
+    for rank, other in ((0, 1), (1, 0)):
+        record = dataparallel.merge(Result(), {rank: failed}, (0, 1), 2, {other: "killed by signal SIGTERM"},
+                                    timed_out=False)
+        assert record.status == "failed" and record.distributed["failed_rank"] == rank
+        assert "bad_alloc" in record.error and "SIGTERM" not in record.error
+        assert "SIGTERM" in record.distributed["other_failures"][0]
+    # a peer stopped with SIGTERM is the cause only where nothing else went wrong
+    ok = {"status": "ok", "median": 10.0, "checks": {}}
+    record = dataparallel.merge(Result(), {0: ok}, (0, 1), 2, {1: "killed by signal SIGTERM"}, timed_out=False)
+    assert record.distributed["failed_rank"] == 1 and "SIGTERM" in record.error
+
+
 def test_merge_an_out_of_memory_replica_makes_the_run_oom_with_its_evidence():
     ok = {"status": "ok", "median": 10.0, "checks": {"inputs_fingerprint": "a"}}
     oom = {"status": "oom", "error": "OutOfMemoryError: CUDA out of memory", "oom_evidence": "OutOfMemoryError: CUDA"}

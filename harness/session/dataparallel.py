@@ -64,14 +64,17 @@ def _problems(results: dict[int, dict], local_ranks, died: dict[int, str], timed
 
 def _root_cause(problems: list[tuple], results: dict[int, dict], died: dict[int, str]) -> tuple:
     """The problem that caused the others: a replica out of memory, unsupported or diverged; else one that left
-    without a result (killed, crashed) before a peer that wrote its error (its collective broke because of it),
-    and a peer harness itself stopped with SIGTERM once another had failed last; else the worst status."""
-    died_first = sorted((p for p in problems if p[0] in died and p[0] not in results),
-                        key=lambda p: ("SIGTERM" in died[p[0]], list(died).index(p[0])))
+    without a result (killed, crashed) before a peer that wrote its error (its collective broke because of it);
+    else the worst error a replica wrote; a peer that was stopped with SIGTERM (harness stops the others once
+    one has failed) only where nothing else went wrong."""
     problems.sort(key=lambda p: (_ROOT_CAUSE_ORDER.index(p[1]) if p[1] in _ROOT_CAUSE_ORDER else 9, p[0]))
     if problems[0][1] in ("oom", "unsupported", "diverged"):
         return problems[0]
-    return died_first[0] if died_first else problems[0]
+    stopped = [p for p in problems if p[0] in died and p[0] not in results and "SIGTERM" in died[p[0]]]
+    crashed = sorted((p for p in problems if p[0] in died and p[0] not in results and p not in stopped),
+                     key=lambda p: list(died).index(p[0]))
+    rest = [p for p in problems if p not in stopped and p not in crashed]
+    return (crashed or rest or stopped)[0]
 
 
 def merge(record: Result, results: dict[int, dict], local_ranks, world_size: int, died: dict[int, str],
