@@ -56,6 +56,32 @@ def test_warm_shares_one_cache_per_configuration_after_its_first_process(tmp_pat
     assert not os.path.exists(os.path.dirname(next(iter(caches))))
 
 
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_the_cuda_drivers_cache_is_each_processs_own_in_either_mode(tmp_path, fake_backend, write_scenario,
+                                                                    monkeypatch, cache):
+    # kernels the driver compiled from PTX land in ~/.nv/ComputeCache by default, kept across processes and
+    # sessions: a later process's first step would reuse them. Each process gets an empty one of its own
+    monkeypatch.setenv("CUDA_CACHE_PATH", str(tmp_path / "users-own"))
+    rows = _session(tmp_path, write_scenario, cache)
+    drivers = [r.env["variables"]["CUDA_CACHE_PATH"] for r in rows]
+    assert len(set(drivers)) == 6 and not any(d.startswith(str(tmp_path)) for d in drivers)
+    assert not any(os.path.exists(os.path.dirname(d)) for d in drivers)  # removed with its run
+    if cache == "warm":  # the framework's cache is shared, the driver's is not
+        assert len({r.api["cache"] for r in rows}) == 2
+        assert not any(d.startswith(r.api["cache"]) for r, d in zip(rows, drivers))
+
+
+def test_a_framework_without_a_cache_still_gets_a_driver_cache_of_its_own(tmp_path, fake_backend, write_scenario,
+                                                                          monkeypatch):
+    from tests.fake_backend import FakeBackend
+
+    monkeypatch.setattr(FakeBackend, "compile_cache_env", lambda self, directory: {})
+    rows = _session(tmp_path, write_scenario, "warm")
+    assert {r.compile_cache for r in rows} == {"none"} and not any("cache" in r.api for r in rows)
+    drivers = {r.env["variables"]["CUDA_CACHE_PATH"] for r in rows}
+    assert len(drivers) == 6 and not any(os.path.exists(d) for d in drivers)
+
+
 def test_first_step_comparisons_leave_warm_processes_out():
     rng = np.random.default_rng(0)
     records = []

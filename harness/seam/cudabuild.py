@@ -49,8 +49,8 @@ def check_cuda_build(built: str, archs: Iterable[str], capability: tuple[int, in
     listed = ", ".join(text for text, _ in parsed)
     if ptx:
         return [f"{built} has no machine code for {device} (compute capability {major}.{minor}; built for {listed}): "
-                f"the CUDA driver compiles its kernels from PTX ({ptx[-1]}) on first use, so the first run is slow "
-                "and its first steps include compiling (later runs reuse the driver's cache)"]
+                f"the CUDA driver compiles its kernels from PTX ({ptx[-1]}) on first use, so each process's first "
+                "steps include compiling them (harness gives every worker process an empty driver cache of its own)"]
     raise Unsupported(f"{built} cannot run on {device}: the GPU has compute capability {major}.{minor}, and this build "
                       f"has kernels for {listed} only, none of which it can load (no machine code for sm_{major}{minor}, "
                       "no PTX to compile for it). Install a build made for this GPU")

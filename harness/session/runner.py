@@ -536,7 +536,7 @@ class Runner:
             return self._decided(result, backend=self._backends.get(spec.backend), status=static, duration_s=0.0)
         started = time.perf_counter()
         backend = self._backends[spec.backend]
-        base_env, cache_state, cold_cache = self._run_env(spec, backend)
+        base_env, cache_state, own_cache = self._run_env(spec, backend)
         probe = bool(spec.measure.get("probe")) and self._replicas(spec) == 1
         ahead = self._take_ahead(spec, base_env) if probe or self._overlapping(spec) else None
         tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
@@ -563,36 +563,42 @@ class Runner:
             result = _with_evidence(result, files.log).updated(compile_cache=cache_state)
         finally:
             tmpdir.cleanup()
-            if cold_cache is not None:
-                shutil.rmtree(cold_cache, ignore_errors=True)
+            if own_cache is not None:
+                shutil.rmtree(own_cache, ignore_errors=True)
         return _timed(result, started, worker_ran=launch is None)
 
     def _run_env(self, spec: RunSpec, backend) -> tuple[dict[str, str], str | None, Path | None]:
         """(environment, compile-cache state, folder to remove after the run) of a run's worker. A worker started
         ahead for the run has this environment too, which is how the run knows it for its own."""
-        cache_env, cache_state, cold_cache = self._compile_cache(spec, backend)
+        cache_env, cache_state, own_cache = self._compile_cache(spec, backend)
         env = worker_env(self.memory_limit_bytes,
                          {**backend.worker_env(spec.options, probe=bool(spec.measure.get("probe"))), **cache_env})
-        return env, cache_state, cold_cache
+        return env, cache_state, own_cache
 
     def _compile_cache(self, spec: RunSpec, backend) -> tuple[dict[str, str], str | None, Path | None]:
         """(environment, state, folder to remove after the run) of a run's compilation caches, in a folder the
         session owns (close() removes it): a new empty one per process (`compile_cache: cold`), or one per
-        configuration (`warm`: cold for its first process, warm once a process has filled it). A capacity probe
-        keeps the framework's own default."""
+        configuration (`warm`: cold for its first process, warm once a process has filled it). The CUDA
+        driver's cache of kernels it compiled from PTX (a build without machine code for the GPU: TensorFlow
+        2.21 on compute capability 9.0) is the process's own in either mode: otherwise it is one folder per user
+        (~/.nv/ComputeCache), kept across processes and sessions, and a "cold" first step would reuse the
+        kernels an earlier process compiled. A capacity probe keeps the framework's and the driver's defaults."""
         if spec.measure.get("probe"):
             return {}, None, None
         if self._cache_root is None:
             self._cache_root = tempfile.mkdtemp(prefix="harness-cache-")
+        own = Path(self._cache_root, f"run-{spec.run_id}")  # this process's, removed after its run
+        own.mkdir(exist_ok=True)
+        driver = {"CUDA_CACHE_PATH": str(own / "cuda-driver")}
         warm = spec.measure.get("compile_cache") == "warm"
-        name = f"config-{hashlib.sha256(spec.run_key.encode()).hexdigest()[:16]}" if warm else f"run-{spec.run_id}"
-        folder = Path(self._cache_root, name)
+        folder = Path(self._cache_root, f"config-{hashlib.sha256(spec.run_key.encode()).hexdigest()[:16]}") \
+            if warm else own
         env = backend.compile_cache_env(str(folder))
         if not env:
-            return {}, "none", None
+            return driver, "none", own
         state = "warm" if warm and folder.is_dir() and any(folder.iterdir()) else "cold"
         folder.mkdir(exist_ok=True)
-        return env, state, None if warm else folder
+        return {**env, **driver}, state, own
 
     def close(self) -> None:
         """Remove what the session's runs left: the compilation caches, a worker started ahead."""
