@@ -70,11 +70,15 @@ def _root_cause(problems: list[tuple], results: dict[int, dict], died: dict[int,
     problems.sort(key=lambda p: (_ROOT_CAUSE_ORDER.index(p[1]) if p[1] in _ROOT_CAUSE_ORDER else 9, p[0]))
     if problems[0][1] in ("oom", "unsupported", "diverged"):
         return problems[0]
-    stopped = [p for p in problems if p[0] in died and p[0] not in results and "SIGTERM" in died[p[0]]]
-    crashed = sorted((p for p in problems if p[0] in died and p[0] not in results and p not in stopped),
-                     key=lambda p: list(died).index(p[0]))
-    rest = [p for p in problems if p not in stopped and p not in crashed]
-    return (crashed or rest or stopped)[0]
+    order = list(died)
+
+    def tier(problem: tuple) -> tuple[int, int]:  # crashed (first to die first), wrote its error, stopped
+        rank = problem[0]
+        if rank not in died or rank in results:
+            return 1, 0
+        return (2, 0) if "SIGTERM" in died[rank] else (0, order.index(rank))
+
+    return min(problems, key=tier)  # the first of a tier in the order above: the worst status, then the rank
 
 
 def merge(record: Result, results: dict[int, dict], local_ranks, world_size: int, died: dict[int, str],
