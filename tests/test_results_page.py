@@ -111,6 +111,28 @@ def test_a_values_section_lays_out_one_row_per_configuration(tmp_path):
     assert "| compiled | 2 | 9,904 | 6,949 | images/s |" in text
 
 
+def test_a_values_section_can_lay_out_another_figure_of_the_records(tmp_path):
+    # first steps instead of the headline: each record's own value, in seconds, not images/s
+    sections = [{"id": "first", "title": "First steps", "stores": [SMALL], "kind": "values",
+                 "rows": ["execution", "replicas"], "by": ["scenario"], "metric": "first_step_s"}]
+    page = tmp_path / "results.md"
+    assert _invoke("results-page", "--manifest", str(_manifest(tmp_path, sections=sections)),
+                   "--output", str(page)).exit_code == 0
+    text = page.read_text()
+    assert "| compiled | 2 | 40.8 | 47.2 | s |" in text and "| graph | 1 | 13.8 | - | s |" in text
+    assert "images/s" not in text and "9,904" not in text
+
+
+def test_a_values_section_with_a_figure_records_do_not_have_is_refused(tmp_path):
+    sections = [{"id": "first", "title": "First steps", "stores": [SMALL], "kind": "values",
+                 "rows": ["execution"], "by": ["scenario"], "metric": "first_step"}]
+    page = tmp_path / "results.md"
+    result = CliRunner().invoke(main, ["results-page", "--manifest", str(_manifest(tmp_path, sections=sections)),
+                                       "--output", str(page)])
+    assert result.exit_code == 2 and "sections.first.metric" in result.output and "first_step_s" in result.output
+    assert "Traceback" not in result.output and not page.exists()
+
+
 def test_a_breakdown_section_puts_each_sides_classes_in_a_column(tmp_path):
     # the H200 breakdown store: a column per backend and execution, a row per class, the steps beneath
     store = "h200-2026-12-01-breakdown.db"

@@ -81,16 +81,29 @@ def section_rows(section: PageSection, records: list[Result]) -> tuple[dict, lis
     return {k: v for k, v in common.items() if k not in HIDDEN}, shown
 
 
+#: The unit of a record's figure other than its headline (whose unit the record states).
+METRIC_UNITS = {"tflops": "TFLOP/s", "pct_of_peak": "%", "step_time_s": "s", "first_step_s": "s",
+                "peak_allocated_bytes": "bytes", "device_used_bytes": "bytes", "host_peak_rss_bytes": "bytes",
+                "energy_j": "J", "avg_power_w": "W"}
+
+
 def values_rows(section: PageSection, records: list[Result]) -> list[dict]:
     """A `values` section's rows: one per value of its `rows` fields, a column per value of its `by`
-    fields holding each ok record's figure (several records of one cell: each, separated by `;`)."""
+    fields holding each ok record's figure, its `metric` (the headline median unless the section names
+    another, such as `first_step_s`), in the records' order (several records of one cell: each, separated
+    by `;`)."""
+    if section.metric != "median" and section.metric not in METRIC_UNITS:
+        raise InputError(f"sections.{section.id}.metric: {section.metric!r} is not a figure of a record; expected "
+                         f"median or one of {', '.join(METRIC_UNITS)}", field=f"sections.{section.id}.metric")
     cells: dict[tuple, dict[str, list[str]]] = {}
-    unit = ""
+    unit = METRIC_UNITS.get(section.metric, "")
     for record in (r for r in records if r.status == "ok"):
         key = tuple(field_value(record, f) for f in section.rows)
         column = " / ".join(str(field_value(record, f)) for f in section.by)
-        cells.setdefault(key, {}).setdefault(column, []).append(fmt(record.median))
-        unit = record.unit or unit
+        value = record.median if section.metric == "median" else getattr(record, section.metric)
+        cells.setdefault(key, {}).setdefault(column, []).append(fmt(value, 4 if section.metric == "median" else 3))
+        if section.metric == "median":
+            unit = record.unit or unit
     columns = list(dict.fromkeys(c for row in cells.values() for c in row))
     rows = []
     for key, row in cells.items():
