@@ -13,6 +13,7 @@
 #     memory-capacity (the same at the capacity search's largest fp32 batch with recompute)
 #   why one side is slower (docs/profile.md): breakdown (its parts breakdown-torch, breakdown-tf-keras3,
 #     breakdown-tf-legacy, breakdown-jax, breakdown-gemm-torch, breakdown-gemm-tf, breakdown-compare),
+#     breakdown-gemm-xla (TensorFlow's XLA product in bf16 and fp16, ten processes each, each profiled),
 #     breakdown-unprofiled (its own STORE; parts breakdown-unprofiled-torch, breakdown-unprofiled-tf)
 #   Parts that need no TensorFlow (torch, jax, memory) can run on a machine where TensorFlow is not there yet.
 #   A/A: aa-sessions (one GPU, two sessions), aa-sessions-warm (the same compiled, caches warm), aa-gpus (cuda:0 against cuda:1)
@@ -225,6 +226,9 @@ for phase in $PHASES; do
         jax) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend jax --set execution=compiled ;;
         gemm-torch) "${JAX_PLUGIN[@]}" $H run benchmarks/h200/breakdown.yaml --document breakdown-gemm --backend torch --store "$STORE" ;;
         gemm-tf) "${JAX_PLUGIN[@]}" $H run benchmarks/h200/breakdown.yaml --document breakdown-gemm --backend tf --store "$STORE" ;;
+        gemm-xla)  # XLA's lone bf16 and fp16 product, ten processes each, every one profiled: which kernel each ran
+          "${JAX_PLUGIN[@]}" $H run benchmarks/h200/breakdown.yaml --document breakdown-gemm --backend tf --set execution=compiled \
+            --set 'precision=[bf16, fp16]' --set measure.processes=10 --store "$STORE" ;;
         compare) "${JAX_PLUGIN[@]}" $H compare --by backend,execution --baseline torch,eager --breakdown --store "$STORE" ;;
         unprofiled-torch) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend torch --set execution=eager --set measure.profile=false ;;
         unprofiled-tf) "${JAX_PLUGIN[@]}" $H run "${B[@]}" --backend tf --set tensorflow.keras=tf_keras --set execution=graph \
