@@ -9,7 +9,8 @@ import yaml
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.present.results_page import commentary_blocks
+from harness.present.results_page import METRIC_UNITS, commentary_blocks
+from harness.results.compare import METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "docs" / "data"
@@ -121,6 +122,10 @@ def test_a_values_section_can_lay_out_another_figure_of_the_records(tmp_path):
     text = page.read_text()
     assert "| compiled | 2 | 40.8 | 47.2 | s |" in text and "| graph | 1 | 13.8 | - | s |" in text
     assert "images/s" not in text and "9,904" not in text
+
+
+def test_every_figure_a_values_section_may_lay_out_has_its_unit():
+    assert set(METRICS) - {"median"} == set(METRIC_UNITS)
 
 
 def test_a_values_section_with_a_figure_records_do_not_have_is_refused(tmp_path):

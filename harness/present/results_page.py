@@ -16,6 +16,7 @@ from harness.errors import InputError
 from harness.present.report.page import Markdown, markdown_table
 from harness.present.table import run_time
 from harness.results.compare import (
+    METRICS,
     compare,
     describe_common,
     display_rows,
@@ -81,7 +82,8 @@ def section_rows(section: PageSection, records: list[Result]) -> tuple[dict, lis
     return {k: v for k, v in common.items() if k not in HIDDEN}, shown
 
 
-#: The unit of a record's figure other than its headline (whose unit the record states).
+#: The unit of a record's figure other than its headline (whose unit the record states), for each of the
+#: comparison's METRICS.
 METRIC_UNITS = {"tflops": "TFLOP/s", "pct_of_peak": "%", "step_time_s": "s", "first_step_s": "s",
                 "peak_allocated_bytes": "bytes", "device_used_bytes": "bytes", "host_peak_rss_bytes": "bytes",
                 "energy_j": "J", "avg_power_w": "W"}
@@ -92,9 +94,9 @@ def values_rows(section: PageSection, records: list[Result]) -> list[dict]:
     fields holding each ok record's figure, its `metric` (the headline median unless the section names
     another, such as `first_step_s`), in the records' order (several records of one cell: each, separated
     by `;`)."""
-    if section.metric != "median" and section.metric not in METRIC_UNITS:
+    if section.metric not in METRICS:
         raise InputError(f"sections.{section.id}.metric: {section.metric!r} is not a figure of a record; expected "
-                         f"median or one of {', '.join(METRIC_UNITS)}", field=f"sections.{section.id}.metric")
+                         f"one of {', '.join(METRICS)}", field=f"sections.{section.id}.metric")
     cells: dict[tuple, dict[str, list[str]]] = {}
     unit = METRIC_UNITS.get(section.metric, "")
     for record in (r for r in records if r.status == "ok"):
