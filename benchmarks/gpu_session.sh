@@ -7,7 +7,8 @@
 #     tf-extra (recompute under tf.function and XLA, TF eager), frameworks-torch, frameworks-gemm
 #   the bundled frameworks file at its defaults, a precision a phase: frameworks-tf32, frameworks-amp_bf16,
 #     frameworks-amp_fp16, and its GEMM document: frameworks-gemm-document, or a precision of it a phase:
-#     frameworks-gemm-fp32, -tf32, -bf16, -fp16 (resume:SESSION goes on with a stopped one)
+#     frameworks-gemm-fp32, -tf32, -bf16, -fp16 (resume:SESSION goes on with a stopped one); EXECUTION (a value of
+#     --set execution=, e.g. compiled or '[eager, graph, cuda_graph]') splits a ResNet-50 part in two sessions
 #   what users run: defaults (execution: default, inputs device and host; its parts defaults-torch, defaults-jax,
 #     defaults-tf-keras3, defaults-tf-legacy, defaults-compare), memory (allocator peak against a hand-written step),
 #     memory-capacity (the same at the capacity search's largest fp32 batch with recompute)
@@ -43,6 +44,7 @@ mkdir -p "$OUT"
 STORE=${STORE:-$OUT/h200.db}
 H="python3 -m harness"
 LIMIT=(${TIME_LIMIT:+--time-limit "$TIME_LIMIT"})
+EXEC=(${EXECUTION:+--set "execution=$EXECUTION"})
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
   SITE=${SITE:-/tmp/harness-site}
@@ -187,7 +189,7 @@ for phase in $PHASES; do
       # document at its defaults (calibrated blocks, processes: auto): compare --by backend pairs nothing across
       # precisions, so each part is a comparison of its own, measured on one machine. A part stopped by TIME_LIMIT
       # (or the ten minutes of one call) goes on with the phase resume:SESSION on the same machine.
-      $H run scenarios/frameworks.yaml --document frameworks-resnet50 --set precision="${phase#frameworks-}" \
+      $H run scenarios/frameworks.yaml --document frameworks-resnet50 --set precision="${phase#frameworks-}" "${EXEC[@]}" \
         --store "$STORE" "${LIMIT[@]}"
       $H compare --by backend --store "$STORE" ;;
     frameworks-gemm-document)  # the bundled frameworks.yaml's GEMM document at its defaults, every precision
