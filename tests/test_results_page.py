@@ -124,6 +124,32 @@ def test_a_values_section_can_lay_out_another_figure_of_the_records(tmp_path):
     assert "images/s" not in text and "9,904" not in text
 
 
+def test_a_store_of_a_section_can_keep_part_of_its_records(tmp_path):
+    # a store's own filter applies to that store alone: the same store twice gives graph from the one and
+    # compiled on two GPUs from the other, and the single-GPU compiled run (6,690) from neither
+    sections = [{"id": "strategies", "title": "Strategies", "kind": "values", "rows": ["execution", "replicas"],
+                 "by": ["scenario"], "stores": [{"file": SMALL, "where": {"execution": "graph"}},
+                                                {"file": SMALL, "where": {"execution": "compiled", "replicas": 2}}]}]
+    page = tmp_path / "results.md"
+    assert _invoke("results-page", "--manifest", str(_manifest(tmp_path, sections=sections)),
+                   "--output", str(page)).exit_code == 0
+    text = page.read_text()
+    assert "| compiled | 2 | 9,904 | 6,949 | images/s |" in text and "| graph | 1 | 902.9 | - | images/s |" in text
+    assert "6,690" not in text
+    assert "only execution: graph)" in text and "only execution: compiled; replicas: 2)" in text  # the page says so
+
+
+def test_a_store_filter_with_a_field_it_does_not_know_is_refused(tmp_path):
+    sections = [{"id": "strategies", "title": "Strategies", "by": ["replicas"],
+                 "stores": [{"file": SMALL, "when": {"execution": "graph"}}]}]
+    page = tmp_path / "results.md"
+    result = CliRunner().invoke(main, ["results-page", "--manifest", str(_manifest(tmp_path, sections=sections)),
+                                       "--output", str(page)])
+    assert result.exit_code == 2 and "sections.0.stores.0.when: Extra inputs" in result.output
+    assert "Traceback" not in result.output
+    assert not page.exists()
+
+
 def test_every_figure_a_values_section_may_lay_out_has_its_unit():
     assert set(METRICS) - {"median"} == set(METRIC_UNITS)
 

@@ -50,12 +50,21 @@ def _block(name: str, kept: dict[str, str]) -> list[str]:
     return [f"<!-- commentary:{name} -->", body.rstrip("\n"), f"<!-- /commentary:{name} -->", ""]
 
 
-def _selected(section: PageSection, stores: dict[str, list[Result]]) -> list[Result]:
-    records = [r for name in section.stores for r in stores[name]]
-    for field, wanted in section.where.items():
+def _kept(records: list[Result], where: dict) -> list[Result]:
+    for field, wanted in where.items():
         allowed = {str(v) for v in (wanted if isinstance(wanted, list) else [wanted])}
         records = [r for r in records if str(field_value(r, field)) in allowed]
     return records
+
+
+def _selected(section: PageSection, stores: dict[str, list[Result]]) -> list[Result]:
+    """The section's records: each store's, filtered by that store's own `where` in the section, then by the
+    section's."""
+    return _kept([r for name, where in section.sources() for r in _kept(stores[name], where)], section.where)
+
+
+def _filter_text(where: dict) -> str:
+    return "; ".join(f"{field}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for field, v in where.items())
 
 
 def _verdict(row: dict, source: dict) -> str:
@@ -174,9 +183,10 @@ def _href(base: str, name: str) -> str:
 
 def _store_line(section: PageSection, manifest: Manifest, base: str) -> str:
     links = []
-    for name in section.stores:
+    for name, where in section.sources():
         entry = manifest.entry(name)
-        links.append(f"[{name}]({_href(base, name)}) ({', '.join(entry.dates)}, {entry.hardware})")
+        facts = [", ".join(entry.dates), entry.hardware] + ([f"only {_filter_text(where)}"] if where else [])
+        links.append(f"[{name}]({_href(base, name)}) ({', '.join(facts)})")
     return "From " + "; ".join(links) + "."
 
 
