@@ -60,7 +60,7 @@ def _kept(records: list[Result], where: dict) -> list[Result]:
 def _selected(section: PageSection, stores: dict[str, list[Result]]) -> list[Result]:
     """The section's records: each store's, filtered by that store's own `where` in the section, then by the
     section's."""
-    return _kept([r for name, where in section.sources() for r in _kept(stores[name], where)], section.where)
+    return _kept([r for s in section.stores for r in _kept(stores[s.file], s.where)], section.where)
 
 
 def _filter_text(where: dict) -> str:
@@ -183,10 +183,12 @@ def _href(base: str, name: str) -> str:
 
 def _store_line(section: PageSection, manifest: Manifest, base: str) -> str:
     links = []
-    for name, where in section.sources():
-        entry = manifest.entry(name)
-        facts = [", ".join(entry.dates), entry.hardware] + ([f"only {_filter_text(where)}"] if where else [])
-        links.append(f"[{name}]({_href(base, name)}) ({', '.join(facts)})")
+    for store in section.stores:
+        entry = manifest.entry(store.file)
+        facts = [", ".join(entry.dates), entry.hardware]
+        if store.where:
+            facts.append(f"only {_filter_text(store.where)}")
+        links.append(f"[{store.file}]({_href(base, store.file)}) ({', '.join(facts)})")
     return "From " + "; ".join(links) + "."
 
 

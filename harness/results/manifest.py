@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import InputError
 from harness.results.compare import load_records
@@ -45,13 +45,14 @@ Where = dict[str, str | int | float | list[str | int | float]]
 
 
 class SectionStore(BaseModel):
-    """A store of a section with a filter of its own, applied to that store's records before the section's
-    `where`: part of an earlier store beside a later one that measured the rest again, say."""
+    """A store of a section and a filter of its own, applied to that store's records before the section's
+    `where`: part of an earlier store beside a later one that measured the rest again, say. A section names
+    a store it takes whole by its file name alone."""
 
     model_config = ConfigDict(extra="forbid")
 
     file: str
-    where: Where
+    where: Where = {}
 
 
 class PageSection(BaseModel):
@@ -67,7 +68,7 @@ class PageSection(BaseModel):
 
     id: str = Field(pattern=r"^[a-z0-9-]+$")
     title: str
-    stores: list[str | SectionStore]
+    stores: list[SectionStore]
     by: list[str]
     baseline: str | None = None
     metric: str = "median"
@@ -76,9 +77,10 @@ class PageSection(BaseModel):
     rows: list[str] = []
     kind: Literal["compare", "values", "breakdown", "time"] = "compare"
 
-    def sources(self) -> list[tuple[str, Where]]:
-        """Each store of the section, in order, with the filter of its own (empty where it has none)."""
-        return [(s, {}) if isinstance(s, str) else (s.file, s.where) for s in self.stores]
+    @field_validator("stores", mode="before")
+    @classmethod
+    def _names_are_whole_stores(cls, stores):
+        return [{"file": s} if isinstance(s, str) else s for s in stores] if isinstance(stores, list) else stores
 
 
 class Manifest(BaseModel):
@@ -107,26 +109,17 @@ def load_manifest(path: str | Path) -> Manifest:
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not YAML: {exc}", source=str(path)) from None
     except ValidationError as exc:
-        # where a value may take several forms (a store's name or a store with a filter), the deepest errors
-        # are those of the form it was meant to be: a filter's unknown field rather than "not a string"
-        errors = exc.errors()
-        deepest = max(len(e["loc"]) for e in errors)
-        first = min((e for e in errors if len(e["loc"]) == deepest), key=lambda e: e["type"] != "extra_forbidden")
-        where = ".".join(str(p) for p in first["loc"] if not _union_branch(p))
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
         raise InputError(f"{path}: {where}: {first['msg']}", source=str(path), field=where) from None
     current = {s.file for s in manifest.stores if s.current}
     for section in manifest.sections:
-        for store, _ in section.sources():
-            if store not in current:
-                raise InputError(f"{path}: sections.{section.id}.stores: {store!r} is not a current store of the "
+        for store in section.stores:
+            if store.file not in current:
+                raise InputError(f"{path}: sections.{section.id}.stores: {store.file!r} is not a current store of the "
                                  f"manifest (current: {', '.join(sorted(current))})", source=str(path),
                                  field=f"sections.{section.id}.stores")
     return manifest
-
-
-def _union_branch(part) -> bool:
-    """Whether a part of a validation error's location names which form of a value pydantic tried."""
-    return isinstance(part, str) and (part in ("str", "int", "float", "SectionStore") or "[" in part)
 
 
 def store_facts(records: list[Result]) -> dict:
