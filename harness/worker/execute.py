@@ -94,8 +94,9 @@ class Phases:
     """Where a worker's wall time went: seconds per phase, written into `into` as each ends, so a run that
     fails keeps the phases it finished and the one it failed in."""
 
-    def __init__(self, into: dict, first: str):
-        self.into, self.name, self.last = into, first, time.perf_counter()
+    def __init__(self, into: dict, first: str, since: float | None = None):
+        self.into, self.name = into, first
+        self.last = time.perf_counter() if since is None else since
 
     def next(self, name: str | None) -> None:
         """End the current phase and start `name` (None: end it only)."""
@@ -120,7 +121,8 @@ class OpenRun:
     who: dict[str, Any] | None = None
 
 
-def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerResult) -> None:
+def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerResult,
+                since: float | None = None) -> None:
     """Open the device, prepare the step, time it and fill `result` with what was measured.
 
     Raises whatever the backend raises; the fields known by then (the device's identity) stay.
@@ -130,7 +132,7 @@ def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: Worker
     """
     if result.phases_s is None:
         result.phases_s = {}
-    phases = Phases(result.phases_s, "open_device")
+    phases = Phases(result.phases_s, "open_device", since)
     try:
         run = open_run(backend, spec, ctx, result)
         phases.next("prepare")
@@ -302,7 +304,7 @@ def execute(spec: RunSpec) -> WorkerResult:
     ctx = RunContext()
     try:
         backend = available_backends()[spec.backend]
-        measure_run(backend, spec, ctx, result)
+        measure_run(backend, spec, ctx, result, since=started)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a status
         if isinstance(exc, KeyboardInterrupt):
             raise
