@@ -10,7 +10,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 REF_VENV ?= .venv-ref
-PYTEST_ARGS ?= -q
+# two pytest workers (pytest-xdist), which the suite's 2-core CI keeps busy: most tests wait on a framework's
+# worker process; --dist loadgroup keeps the tests of the one Slurm node in one worker
+PYTEST_ARGS ?= -q -n 2 --dist loadgroup
 # the pair `make setup` builds: gpu once `make setup-gpu` has built $(VENV) with it, else current
 PAIR ?= $(if $(filter pair=gpu,$(shell cat $(VENV)/.harness-env 2>/dev/null)),gpu,current)
 

@@ -78,6 +78,19 @@ from collections import Counter  # noqa: E402
 RELIABILITY: Counter = Counter()
 
 
+def pytest_sessionfinish(session):
+    """Under pytest-xdist, a worker hands its counts to the controller, which prints them."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["reliability"] = dict(RELIABILITY)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller adds up what each pytest-xdist worker counted."""
+    RELIABILITY.update(getattr(node, "workeroutput", {}).get("reliability", {}))
+
+
 def pytest_terminal_summary(terminalreporter):
     if RELIABILITY:
         terminalreporter.section("reliability counts")

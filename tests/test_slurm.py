@@ -21,6 +21,9 @@ from harness.session.executors.settings import SlurmSettings
 from harness.session.executors.slurm import SlurmExecutor, _Job
 from tests import services
 
+#: one node: its tests drain it and count its jobs, so under pytest-xdist they all run in one worker, in turn
+pytestmark = pytest.mark.xdist_group("slurm")
+
 pg_url = services.pg_url  # the fixtures: a fresh database on the test server, a Slurm to submit to
 slurm = services.slurm
 
