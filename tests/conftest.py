@@ -5,6 +5,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Tables are laid out as for a pipe (harness.present.table.DEFAULT_WIDTH) whatever runs the suite: a pytest-xdist
+# worker starts with COLUMNS=80, a developer's shell may export its own. Tests of widths set COLUMNS themselves.
+for _variable in ("COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
+
 # TF 2.12 imported before torch 2.0.x kills the process at `import torch` (docs/compat.md), and
 # pytest collects test_tf_backend.py before test_torch_backend.py: import torch first.
 try:
