@@ -48,13 +48,31 @@ def test_the_bundled_comparison_pairs_every_mode_and_both_keras_without_flags():
     plan = [s for s in build_plan(resnet, "s") if s.replicate == 0]  # one process of each configuration
     tf_runs = [s for s in plan if s.backend == "tensorflow"]
     torch_runs = [s for s in plan if s.backend == "torch"]
-    # torch runs each configuration once; TensorFlow once per Keras
-    assert len(torch_runs) == 3 * 4 and len(tf_runs) == 3 * 4 * 2
+    # torch runs each configuration once; TensorFlow once per Keras; ResNet-50 in amp_bf16 alone by default (the
+    # file's header: tf32 and amp_fp16 are a --set away), every execution mode
+    assert len(torch_runs) == 4 and len(tf_runs) == 4 * 2
+    assert {s.params["precision"] for s in plan} == {"amp_bf16"}
     assert {s.options["keras"] for s in tf_runs} == {"keras3", "tf_keras"}
     assert len({s.run_key for s in tf_runs}) == len(tf_runs)  # the Keras choice is part of the configuration
     assert {s.params["execution"] for s in plan} == {"eager", "graph", "cuda_graph", "compiled"}
     assert {(s.params["batch_size"], s.params["image_size"]) for s in plan} == {(256, 224)}
     assert {s.params["precision"] for s in build_plan(gemm, "s")} == {"fp32", "tf32", "bf16", "fp16"}
+
+
+def test_the_resnet50_precisions_beyond_the_default_are_the_command_the_file_and_readme_give():
+    # the command the file's header and the README give for tf32 and amp_fp16 must plan them, every mode
+    header = Path(resolve_scenario_path("frameworks")).read_text()
+    readme = (ROOT / "README.md").read_text()
+    flag = "--document frameworks-resnet50 --set 'precision=[tf32, amp_fp16]'"
+    assert flag in header and flag in readme.replace("\n", " ")
+    from harness.session.plan import build_plan
+
+    (resnet,) = load_scenarios(resolve_scenario_path("frameworks"), ["precision=[tf32, amp_fp16]"],
+                               documents=("frameworks-resnet50",))
+    plan = [s for s in build_plan(resnet, "s") if s.replicate == 0]
+    assert {(s.params["precision"], s.params["execution"]) for s in plan} == {
+        (p, e) for p in ("tf32", "amp_fp16") for e in ("eager", "graph", "cuda_graph", "compiled")}
+    assert len(plan) == 2 * 4 * 3  # torch and TensorFlow with each Keras
 
 
 @pytest.mark.parametrize("text, field", [

@@ -64,7 +64,7 @@ def test_the_page_opens_with_the_answer_then_the_cross_framework_table():
     assert headings[0].startswith("## ResNet-50 training, TensorFlow against torch, with verdicts")
     assert text.index("commentary:answer") < text.index(headings[0])
     first = text[text.index(headings[0]):text.index(headings[1])]
-    assert "](data/h200-2026-12-02-frameworks-amp_bf16.db)" in first  # each figure links the store it came from
+    assert "](data/h200-2026-12-03-frameworks-amp_bf16-compiled-eager.db)" in first  # each figure links its store
     assert "| 4 vs 4 |" in first and "one process a side" not in first  # the first table carries verdicts
 
 
@@ -244,3 +244,15 @@ def test_the_page_says_what_the_frameworks_file_took_from_its_stores():
     section = text[text.index("## What the frameworks file took"):]
     section = section[:section.index("<!-- commentary:")]
     assert "| run time |" in section and "| all |" in section
+    # its rows are the parts of the file at its defaults, no more and no fewer, and they add up within the
+    # 45 minutes a comparison with verdicts is meant to take
+    from harness.spec.bundled import resolve_scenario_path
+    from harness.spec.scenario import load_scenarios
+
+    planned = {(s.workload, p) for s in load_scenarios(resolve_scenario_path("frameworks"), [])
+               for p in (s.sweep.get("precision") or [s.params["precision"]])}
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| resnet50_train |")
+            or line.startswith("| gemm |")]
+    assert {(r[0].strip("| "), r[1]) for r in rows} == planned
+    total = next(line for line in section.splitlines() if line.startswith("| all |"))
+    assert float(total.rsplit("(", 1)[1].split(" min")[0]) <= 45
