@@ -6,9 +6,10 @@
 #   torch against TensorFlow (benchmarks/h200/frameworks_*.yaml): tf-keras3, tf-legacy (tf_keras), tf-handloop,
 #     tf-extra (recompute under tf.function and XLA, TF eager), frameworks-torch, frameworks-gemm
 #   the bundled frameworks file, a precision a phase: frameworks-amp_bf16 (its default), frameworks-tf32,
-#     frameworks-amp_fp16 (its --set precision= extensions), and its GEMM document: frameworks-gemm-document, or a precision of it a phase:
-#     frameworks-gemm-fp32, -tf32, -bf16, -fp16 (resume:SESSION goes on with a stopped one); EXECUTION (a value of
-#     --set execution=, e.g. compiled or '[eager, graph, cuda_graph]') splits a ResNet-50 part in two sessions
+#     frameworks-amp_fp16 (its --set precision= extensions), and its GEMM document: frameworks-gemm-document,
+#     or a precision of it a phase: frameworks-gemm-fp32, -tf32, -bf16, -fp16 (resume:SESSION goes on with a
+#     stopped one); EXECUTION (a value of --set execution=, e.g. compiled or '[eager, graph, cuda_graph]') splits a
+#     ResNet-50 part in two sessions
 #   what users run: defaults (execution: default, inputs device and host; its parts defaults-torch, defaults-jax,
 #     defaults-tf-keras3, defaults-tf-legacy, defaults-compare), memory (allocator peak against a hand-written step),
 #     memory-capacity (the same at the capacity search's largest fp32 batch with recompute)

@@ -304,8 +304,8 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
         rows = store.records()
     capacity = next(r for r in rows if r["metric"] == "max_batch_size")
     probes = {r["params"]["batch_size"]: r["status"] for r in rows if r.get("probe_of")}
-    why = {n: (r["status"], (r.get("error") or "")[-300:]) for r in rows if r.get("probe_of")
-           for n in [r["params"]["batch_size"]]}  # what a failing assertion shows
+    # what a failing assertion shows: each probe's status and the end of its error
+    why = {r["params"]["batch_size"]: (r["status"], (r.get("error") or "")[-300:]) for r in rows if r.get("probe_of")}
     best, bad = int(capacity["median"]), capacity["checks"]["first_failing_batch_size"]
     assert probes[best] == "ok" and probes[bad] == "oom", why
     assert 0 < bad - best <= 32  # within one bisection step of the limit
