@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from harness.errors import Unsupported
 from harness.seam.adapter import DeviceDefaults, Prepared
 from harness.seam.backend import Backend
-from harness.worker.measure import WallClock
+from harness.timing.loop import WallClock
 
 
 def _paused_states() -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 from harness.results.compare import EQUIVALENT, FASTER, SLOWER, is_difference
 from harness.results.compare.verdicts import judge
 from harness.session.rounds import AdaptiveRounds, wants_another
-from harness.worker.measure import Measure, process_bounds
+from harness.timing.settings import Measure, process_bounds
 
 AUTO = Measure().model_dump()
 LEAST, MOST = process_bounds(AUTO)

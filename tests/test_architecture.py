@@ -83,6 +83,40 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+#: harness's layers, lowest first (docs/architecture.md draws them): a module imports only from its own layer
+#: or one below it, at module top, deferred inside a function, or under TYPE_CHECKING alike. The first two are
+#: modules (harness/errors.py, harness/fields.py), the others packages; `cli` and `__main__` are the top. The
+#: package's own __init__ (the public API: harness.load_results) is the one module above every layer.
+LAYERS = ("errors", "fields", "machine", "timing", "workloads", "seam", "scenario", "results", "worker", "session",
+          "present", "commands", "cli", "__main__")
+
+
+def _layer(module: str) -> int | None:
+    """The index in LAYERS of a module `harness.X...` (None for the package root, harness/__init__.py)."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 else None
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a layer above its own, as 'importer -> imported'."""
+    return sorted(f"{source} -> {target}" for source, targets in graph.items() for target in targets
+                  if _layer(source) is not None and _layer(target) is not None and _layer(target) > _layer(source))
+
+
+def test_every_module_of_harness_belongs_to_a_layer():
+    assert sorted({name.split(".")[1] for name in _modules() if "." in name} - set(LAYERS)) == []
+
+
+def test_no_layer_imports_one_above_it():
+    assert _upward_imports(_import_graph()) == []
+
+
+def test_the_layer_check_finds_an_import_from_above():
+    graph = {"harness.seam.backend": {"harness.worker.execute", "harness.timing.loop"},
+             "harness.worker.execute": {"harness.seam.backend"}, "harness": {"harness.commands.run"}}
+    assert _upward_imports(graph) == ["harness.seam.backend -> harness.worker.execute"]
+
+
 def test_no_import_cycle_inside_harness():
     assert _cycles(_import_graph()) == []
 
@@ -151,7 +185,7 @@ def test_the_length_check_counts_a_nested_function_inside_its_own(tmp_path):
     assert found == {"outer": MAX_FUNCTION_LINES + 3, "inner": MAX_FUNCTION_LINES + 1}
 
 
-@pytest.mark.parametrize("package", ["spec", "seam", "worker", "machine", "session", "results", "present", "commands"])
+@pytest.mark.parametrize("package", [layer for layer in LAYERS if (ROOT / "harness" / layer).is_dir()])
 def test_each_layer_is_a_package_with_a_docstring(package):
     init = ROOT / "harness" / package / "__init__.py"
     assert init.is_file() and ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))

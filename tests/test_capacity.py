@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 
 from harness.results.record import Result
+from harness.scenario.schema import parse_resolution
 from harness.session import capacity
 from harness.session.capacity import find_max_batch, fits, probe_timeout
 from harness.session.plan import RunSpec
-from harness.spec.scenario import parse_resolution
 
 
 class ScriptedRunner:

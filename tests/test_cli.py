@@ -15,7 +15,7 @@ from harness.cli import main
 from harness.results.record import Result
 from harness.results.store import Store
 from harness.session.limits import MIN_MEMORY_LIMIT, parse_size
-from harness.worker.measure import Measure
+from harness.timing.settings import Measure
 
 #: One worker process per configuration (measure.processes, where this harness has it): these tests
 #: count runs, and replicates are not what they test.

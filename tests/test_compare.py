@@ -16,7 +16,6 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.errors import InputError
-from harness.results import stats
 from harness.results.compare import (
     FASTER,
     INCONCLUSIVE,
@@ -32,6 +31,7 @@ from harness.results.compare import (
 )
 from harness.results.record import FIELDS, SCHEMA_VERSION, Result
 from harness.results.store import Store, load_results
+from harness.timing import stats
 
 _clock = itertools.count()
 

@@ -297,7 +297,7 @@ def test_core_imports_neither_framework():
     facts = _run_python(
         """
         import json, sys
-        import harness, harness.cli, harness.session.runner, harness.results.store, harness.results.stats
+        import harness, harness.cli, harness.session.runner, harness.results.store, harness.timing.stats
         print(json.dumps({"loaded": sorted(m for m in ("torch", "tensorflow", "keras") if m in sys.modules)}))
         """
     )

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.seam.backend import Backend
-from harness.worker.measure import BlockTime, Timing, run_timed
+from harness.timing.loop import BlockTime, Timing, run_timed
 from harness.workloads import technique_values
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,9 +241,9 @@ def test_keras_default_is_fit_at_keras_defaults_timed_as_k_steps_per_call(sessio
 
 
 def test_the_bundled_defaults_scenario_plans_each_framework_s_default_path():
+    from harness.scenario.bundled import resolve_scenario_path
+    from harness.scenario.load import load_scenarios
     from harness.session.plan import build_plan
-    from harness.spec.bundled import resolve_scenario_path
-    from harness.spec.scenario import load_scenarios
 
     (scenario,) = load_scenarios(resolve_scenario_path("defaults"), [])
     plan = [s for s in build_plan(scenario, "s") if s.replicate == 0]

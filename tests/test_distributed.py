@@ -24,12 +24,12 @@ import pytest
 from backends.torch.launcher import torchrun_failures
 from harness.errors import InputError
 from harness.results.record import Result
+from harness.scenario.load import load_scenario
 from harness.seam import distributed as dp
 from harness.seam.backend import Backend
 from harness.seam.runspec import RunSpec
 from harness.session import dataparallel
 from harness.session.plan import run_key
-from harness.spec.scenario import load_scenario
 from tests.specs import tensorflow_uses_onednn_on_the_cpu, tensorflow_version
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec.bundled import resolve_scenario_path
-from harness.spec.scenario import load_scenarios
+from harness.scenario.bundled import resolve_scenario_path
+from harness.scenario.load import load_scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_BOTH = all(importlib.util.find_spec(m) is not None for m in ("torch", "tensorflow"))

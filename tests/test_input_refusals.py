@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from harness.cli import main
 from harness.errors import InputError
-from harness.spec.scenario import load_scenario
+from harness.scenario.load import load_scenario
 from tests.conftest import RELIABILITY
 
 GOOD = {
@@ -151,7 +151,7 @@ def test_run_refuses_the_worst_of_them_before_writing_anything(cli, tmp_path, na
 
 
 def test_a_file_over_the_size_limit_is_refused_unread(cli, tmp_path):
-    from harness.spec.scenario import MAX_FILE_BYTES
+    from harness.scenario.reading import MAX_FILE_BYTES
 
     big = tmp_path / "big.yaml"
     big.write_text("name: x\nworkload: gemm\n# " + "x" * MAX_FILE_BYTES + "\n", encoding="utf-8")

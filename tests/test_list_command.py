@@ -2,7 +2,7 @@
 
 from click.testing import CliRunner
 
-import harness.spec.bundled
+import harness.scenario.bundled
 from harness.cli import main
 
 TWO = """name: pair-gemm
@@ -20,7 +20,7 @@ ONE = "name: single\ndescription: one product\nworkload: gemm\nparams: {size: 64
 def test_list_names_each_document_of_a_multi_scenario_file(tmp_path, monkeypatch):
     (tmp_path / "pair.yaml").write_text(TWO, encoding="utf-8")
     (tmp_path / "single.yaml").write_text(ONE, encoding="utf-8")
-    monkeypatch.setattr(harness.spec.bundled, "scenarios_dir", lambda: tmp_path)
+    monkeypatch.setattr(harness.scenario.bundled, "scenarios_dir", lambda: tmp_path)
     result = CliRunner().invoke(main, ["list"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()

@@ -4,13 +4,8 @@ import itertools
 
 import pytest
 
-from harness.worker.measure import (
-    BlockTime,
-    StopRule,
-    Timing,
-    measure_settings,
-    run_timed,
-)
+from harness.timing.loop import BlockTime, StopRule, Timing, run_timed
+from harness.timing.settings import measure_settings
 
 
 class ScriptedClock:
@@ -114,15 +109,15 @@ def test_telemetry_covers_only_the_timed_blocks():
 @pytest.mark.parametrize("bad", [{"steps": 0}, {"repeats": 0}])
 def test_the_scenario_schema_refuses_empty_measurements(bad, write_scenario):
     from harness.errors import InputError
-    from harness.spec.scenario import load_scenario
+    from harness.scenario.load import load_scenario
 
     with pytest.raises(InputError):
         load_scenario(write_scenario({"name": "m", "workload": "gemm", "params": {"size": 8}, "measure": bad}))
 
 
 def test_progress_hears_each_phase_and_the_rate_so_far():
-    from harness.results import stats
-    from harness.worker.measure import WallClock
+    from harness.timing import stats
+    from harness.timing.loop import WallClock
 
     events = []
     timing = run_timed(lambda: None, WallClock(), {"warmup": 2, "steps": 3, "repeats": 4},
@@ -155,7 +150,7 @@ def test_the_warm_up_is_timed_and_a_compile_that_lands_there_is_said(monkeypatch
     first step the scaler lets through) is left out of first_step_s: the warm-up's wall time says it happened."""
     import time
 
-    from harness.worker import measure
+    from harness.timing import loop as measure
 
     monkeypatch.setattr(measure, "WARMUP_OVERRUN_S", 0.05)
     calls = []
@@ -183,7 +178,7 @@ def test_the_warm_up_is_timed_and_a_compile_that_lands_there_is_said(monkeypatch
 
 def test_a_warm_up_overrun_reaches_the_records_warnings(monkeypatch):
     from harness.seam.adapter import RunContext
-    from harness.worker import measure
+    from harness.timing import loop as measure
     from harness.worker.figures import TimedRun, figures
     from harness.workloads.gemm import GEMM
 

@@ -9,9 +9,9 @@ import tempfile
 import time
 
 from harness.results.store import Store
+from harness.scenario.load import load_scenario
 from harness.session.plan import build_plan
 from harness.session.runner import Runner, _Ahead
-from harness.spec.scenario import load_scenario
 from harness.worker.neighbours import paused
 
 

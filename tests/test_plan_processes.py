@@ -3,9 +3,9 @@ seed, so that no configuration always runs first; a RunSpec carries which proces
 
 import json
 
+from harness.scenario.load import load_scenario
 from harness.session.plan import RunSpec, build_plan
-from harness.spec.scenario import load_scenario
-from harness.worker.measure import Measure
+from harness.timing.settings import Measure
 
 DEFAULT_PROCESSES = Measure().processes
 

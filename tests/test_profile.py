@@ -14,8 +14,8 @@ from backends.tensorflow.profile import TF_RULES
 from backends.torch.profile import TORCH_RULES, spans_of_trace
 from harness.errors import InputError
 from harness.results.record import FIELDS, Result
-from harness.spec.scenario import load_scenario
-from harness.worker.profile import (
+from harness.scenario.load import load_scenario
+from harness.timing.profile import (
     CLASSES,
     MAX_PROFILED_CALLS,
     PERTURBED_PCT,
@@ -30,7 +30,7 @@ from harness.worker.profile import (
     profile_run,
     profiled_calls,
 )
-from harness.worker.xspace import XEvent, gpu_spans, host_op_spans, window_of
+from harness.timing.xspace import XEvent, gpu_spans, host_op_spans, window_of
 
 # the JAX plugin's table is checked from its source, whether or not the plugin is installed in this era
 PLUGIN = Path(__file__).resolve().parent.parent / "plugins" / "harness-jax"

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from harness.seam.backend import available_backends
-from harness.worker.profile import CLASSES, PROFILED_STEPS
+from harness.timing.profile import CLASSES, PROFILED_STEPS
 from tests.specs import backend_spec, run_backend
 
 MEASURE = {"warmup": 0, "steps": 1, "repeats": 2}

@@ -12,7 +12,7 @@ from harness.present.report import build_sections
 from harness.present.report.page import Plot
 from harness.results.compare.breakdown import breakdown_pairs
 from harness.results.record import Result
-from harness.worker.profile import CLASSES
+from harness.timing.profile import CLASSES
 from tests.test_compare import invoke, make_record, store_records
 
 

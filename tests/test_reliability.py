@@ -23,7 +23,7 @@ from harness.results.record import Result
 from harness.results.store import Store
 from harness.session.capacity import fits, search
 from harness.session.resume import remaining_runs, settled_results, work_left
-from harness.worker.measure import Measure
+from harness.timing.settings import Measure
 from tests.conftest import RELIABILITY
 
 #: One worker process per configuration (measure.processes, where this harness has it): these tests

@@ -246,8 +246,8 @@ def test_the_page_says_what_the_frameworks_file_took_from_its_stores():
     assert "| run time |" in section and "| all |" in section
     # its rows are the parts of the file at its defaults, no more and no fewer, and they add up within the
     # 45 minutes a comparison with verdicts is meant to take
-    from harness.spec.bundled import resolve_scenario_path
-    from harness.spec.scenario import load_scenarios
+    from harness.scenario.bundled import resolve_scenario_path
+    from harness.scenario.load import load_scenarios
 
     planned = {(s.workload, p) for s in load_scenarios(resolve_scenario_path("frameworks"), [])
                for p in (s.sweep.get("precision") or [s.params["precision"]])}

@@ -13,7 +13,7 @@ import pytest
 from harness.results.store import Store
 from harness.session.plan import RunSpec, run_key
 from harness.session.runner import Runner
-from harness.worker.measure import Measure
+from harness.timing.settings import Measure
 from tests.conftest import RELIABILITY
 
 #: One worker process per configuration (measure.processes, where this harness has it): these tests

@@ -3,15 +3,15 @@
 import pytest
 
 from harness.errors import InputError
-from harness.session.plan import build_plan
-from harness.spec.scenario import (
+from harness.scenario.load import (
     apply_overrides,
     count_points,
     load_scenario,
     parse_override,
     sweep_points,
 )
-from harness.worker.measure import process_bounds
+from harness.session.plan import build_plan
+from harness.timing.settings import process_bounds
 
 GOOD = {
     "name": "t",
@@ -159,7 +159,7 @@ def test_gemm_needs_a_size_or_all_three_dimensions(write_scenario):
 
 
 def test_a_file_of_several_documents_is_several_scenarios_and_set_applies_where_it_fits(write_scenario):
-    from harness.spec.scenario import load_scenarios
+    from harness.scenario.load import load_scenarios
 
     text = (
         "name: g\nworkload: gemm\nparams: {size: 64}\n---\n"
@@ -178,8 +178,8 @@ def test_a_file_of_several_documents_is_several_scenarios_and_set_applies_where_
 
 
 def test_every_bundled_scenario_is_valid():
-    from harness.spec.bundled import bundled_scenarios
-    from harness.spec.scenario import load_scenarios
+    from harness.scenario.bundled import bundled_scenarios
+    from harness.scenario.load import load_scenarios
 
     names = {p.stem for p in bundled_scenarios()}
     assert {"quickstart", "gemm", "gpu_comparison", "resnet50_train", "mixed_precision", "recompute", "graph_capture"} <= names
@@ -195,8 +195,8 @@ def test_a_workload_that_is_not_a_string_is_a_clear_error(write_scenario):
 def test_the_two_gpu_comparison_trains_each_framework_the_way_its_users_do():
     # TensorFlow's eager mode is a debugging mode (49-55 images/s against torch eager's 840 on an H200):
     # a bundled comparison that ran it would measure the mode, not the GPUs
-    from harness.spec.bundled import bundled_scenarios
-    from harness.spec.scenario import load_scenarios
+    from harness.scenario.bundled import bundled_scenarios
+    from harness.scenario.load import load_scenarios
 
     path = next(p for p in bundled_scenarios() if p.stem == "gpu_comparison")
     runs = [spec for scenario in load_scenarios(path) for spec in build_plan(scenario, "s")]

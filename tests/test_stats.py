@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.results import stats
+from harness.timing import stats
 
 
 def normal(mean, rel_noise, n, seed):

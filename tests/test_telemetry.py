@@ -8,8 +8,8 @@ import pytest
 from harness.machine import nvml as nvml_mod
 from harness.machine import telemetry
 from harness.machine.peaks import pct_of_peak
-from harness.results import stats
 from harness.seam.backend import RunContext
+from harness.timing import stats
 from harness.worker.figures import summarize, telemetry_fields
 
 

@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.results import stats
 from harness.results.compare import (
     ALPHA,
     EQUIVALENT,
@@ -24,7 +23,8 @@ from harness.results.compare import (
     display_rows,
     is_difference,
 )
-from harness.worker.measure import Measure, process_bounds
+from harness.timing import stats
+from harness.timing.settings import Measure, process_bounds
 from tests.test_compare import processes, store_records
 
 #: the processes a side gets at the defaults (`processes: auto` plans its least, then adds where the CI asks)

@@ -13,7 +13,7 @@ from harness.machine.env import cpu_model
 from harness.seam.adapter import DeviceDefaults
 from harness.seam.cudabuild import check_cuda_build
 from harness.seam.distributed import BarrierClock
-from harness.worker.measure import WallClock
+from harness.timing.loop import WallClock
 
 #: Environment variables that change what TensorFlow does, recorded with each run.
 ENV_VARIABLES = (

@@ -1,6 +1,6 @@
-"""TensorFlow's profiler for the profile breakdown (harness.worker.profile): a few steps after the timed blocks
+"""TensorFlow's profiler for the profile breakdown (harness.timing.profile): a few steps after the timed blocks
 under tf.profiler.experimental, its XSpace (`.xplane.pb`) read with the protobuf definitions TensorFlow
-ships (harness.worker.xspace chooses the spans).
+ships (harness.timing.xspace chooses the spans).
 
 On a GPU the spans are the kernels, copies and sets of the GPU's streams; on the CPU, TensorFlow's ops
 (`name:Type` events) and XLA's HLO ops on the host's threads, named by their type.
@@ -12,9 +12,9 @@ import re
 from typing import Any, Callable
 
 from backends.tensorflow import compat
-from harness.worker import xspace
-from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules
-from harness.worker.xspace import XEvent, XSpaceProfiler, newest_xspace
+from harness.timing import xspace
+from harness.timing.profile import GPU_LIBRARY_RULES, Capture, Rules
+from harness.timing.xspace import XEvent, XSpaceProfiler, newest_xspace
 
 #: The annotation (a TraceMe) around the profiled steps: its span on the host plane is the window.
 WINDOW = "harness.profiled_steps"

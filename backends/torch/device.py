@@ -8,12 +8,12 @@ from typing import Any, Callable
 
 from backends.torch import compat, profile
 from harness.errors import Unsupported
+from harness.machine.devices import gpu_index, normalize_device
 from harness.machine.env import cpu_model
 from harness.seam.adapter import DeviceDefaults
 from harness.seam.cudabuild import check_cuda_build
 from harness.seam.distributed import BarrierClock
-from harness.spec.devices import gpu_index, normalize_device
-from harness.worker.measure import BlockTime, WallClock
+from harness.timing.loop import BlockTime, WallClock
 
 
 def resolve_device(name: str) -> str:
@@ -68,7 +68,7 @@ def compute_capability(device) -> tuple[int, int] | None:
 class CudaClock:
     """CUDA events around a region plus a wall clock read after a device synchronization.
 
-    Implements harness.worker.measure.Clock: the wall time is what the headline uses; the event time is
+    Implements harness.timing.loop.Clock: the wall time is what the headline uses; the event time is
     the device's view of the same region (they differ by launch gaps at the edges).
     """
 

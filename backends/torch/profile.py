@@ -1,4 +1,4 @@
-"""torch.profiler for the profile breakdown (harness.worker.profile): a few steps after the timed blocks,
+"""torch.profiler for the profile breakdown (harness.timing.profile): a few steps after the timed blocks,
 read from the profiler's own Chrome trace, which is also the raw trace kept where the user asks.
 
 On a GPU the spans are the CUDA kernels, copies and sets CUPTI saw; on the CPU, the outermost `aten::`
@@ -13,7 +13,7 @@ import os
 import tempfile
 from typing import Any, Callable, Iterator
 
-from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules, Span
+from harness.timing.profile import GPU_LIBRARY_RULES, Capture, Rules, Span
 
 #: The annotation around the profiled steps: its span in the trace is the window.
 WINDOW = "harness.profiled_steps"

@@ -7,9 +7,9 @@ import textwrap
 
 import click
 
+from harness.scenario.bundled import bundled_scenarios
+from harness.scenario.reading import read_scenario_documents
 from harness.seam.backend import BROKEN, available_backends
-from harness.spec.bundled import bundled_scenarios
-from harness.spec.scenario import read_scenario_documents
 from harness.workloads import WORKLOADS
 
 

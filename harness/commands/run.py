@@ -21,6 +21,7 @@ from harness.present.live import (
 )
 from harness.present.table import configuration_summary, terminal_width
 from harness.results.store import redact
+from harness.scenario.schema import parse_resolution
 from harness.session.app import (
     FinishedSession,
     PreparedSession,
@@ -32,8 +33,7 @@ from harness.session.app import (
 from harness.session.executors import EXECUTORS, sbatch_pairs, slurm_settings
 from harness.session.limits import MIN_MEMORY_LIMIT_TEXT, check_timeout
 from harness.session.runner import Interrupted, trap_signals
-from harness.spec.scenario import parse_resolution
-from harness.worker.measure import describe_measure, process_bounds
+from harness.timing.settings import describe_measure, process_bounds
 
 
 def _cluster_flag(ctx, param, value):

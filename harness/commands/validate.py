@@ -7,7 +7,7 @@ import click
 from harness.session.app import prepare_session
 from harness.session.count import count_plan
 from harness.session.request import SessionRequest
-from harness.worker.measure import describe_measure
+from harness.timing.settings import describe_measure
 
 
 @click.command("validate")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 import time
 
+from harness.machine.devices import gpu_index
 from harness.machine.nvml import nvml, nvml_index
-from harness.spec.devices import gpu_index
 
 #: Shortest timed region for which power and energy are reported. NVML's power reading is an
 #: average over about a second and the energy counter advances in coarse steps, so over a few

@@ -191,7 +191,7 @@ class Progress:
         self._line(head + tail)
 
     def progress(self, spec, event: dict) -> None:
-        """One event from the running worker (harness.worker.measure.run_timed's phases)."""
+        """One event from the running worker (harness.timing.loop.run_timed's phases)."""
         text = describe_event(spec, event, live=self.live)
         if text is None:
             return

@@ -11,7 +11,7 @@ A backend supplies two things per run, and nothing about the measurement itself:
 The core hands `prepare` a `RunInputs`: the seed, the options, whether it is a capacity probe, the
 replica of a data-parallel run, and a `RunContext` for warnings and telemetry.
 
-The core (harness.worker.execute) times `step` with harness.worker.measure, computes rates, FLOP/s, status and
+The core (harness.worker.execute) times `step` with harness.timing.loop, computes rates, FLOP/s, status and
 the record. See docs/architecture.md for the data flow and how to add a workload or a backend.
 """
 
@@ -24,8 +24,8 @@ from typing import Any, Callable, ContextManager, Protocol
 from harness.errors import Unsupported
 from harness.machine.telemetry import Sampler, sampler_for
 from harness.seam.distributed import Replica
-from harness.worker.measure import Clock, Timing
-from harness.worker.profile import Capture
+from harness.timing.loop import Clock, Timing
+from harness.timing.profile import Capture
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Device(Protocol):
     def profile(self, step: Callable[[], Any], steps: int, trace_dir: str | None) -> Capture:
         """Run `step` `steps` more times (plus one unprofiled first) under the framework's own profiler, after
         the timed blocks; the kernels (GPU) or top-level ops (CPU) it saw, the steps' window on the same
-        clock, and the backend's table of classes (harness.worker.profile). Raises where it cannot."""
+        clock, and the backend's table of classes (harness.timing.profile). Raises where it cannot."""
 
     def replica_peaks(self) -> list[dict] | None:
         """Each replica's device and allocator peak where this process holds several replicas of a

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import InputError
-from harness.worker.measure import BlockTime, Clock
+from harness.timing.loop import BlockTime, Clock
 
 #: Seconds the other processes of a launch get, after one of them failed, to write their results.
 FAIL_FAST_GRACE_S = 5.0

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.worker.measure import process_bounds
+from harness.timing.settings import process_bounds
 from harness.workloads import WORKLOADS
 
 

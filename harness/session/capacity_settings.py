@@ -8,8 +8,8 @@ from typing import Callable
 from pydantic import ValidationError
 
 from harness.errors import InputError
+from harness.scenario.schema import Capacity
 from harness.session.capacity import capacity_key
-from harness.spec.scenario import Capacity
 
 
 def _validated(scenario, flags: dict) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.seam.runspec import RunSpec
-from harness.worker.measure import process_bounds as measure_bounds
+from harness.timing.settings import process_bounds as measure_bounds
 
 
 def process_bounds(spec: RunSpec, planned: int) -> tuple[int, int]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.machine import nvml
-from harness.results import stats
 from harness.results.record import Result
-from harness.worker.measure import AUTO, measure_settings
+from harness.timing import stats
+from harness.timing.settings import AUTO, measure_settings
 from harness.workloads import WORKLOADS
 
 #: The CPU's rate assumed for the warning before a GPU-sized session runs on it, TFLOP/s (low, high).

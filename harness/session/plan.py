@@ -13,10 +13,11 @@ import itertools
 import random
 from dataclasses import replace
 
+from harness.scenario.load import sweep_points
+from harness.scenario.schema import Scenario
 from harness.seam.backend import available_backends
 from harness.seam.runspec import RunSpec, new_id, run_key
-from harness.spec.scenario import Scenario, sweep_points
-from harness.worker.measure import process_bounds
+from harness.timing.settings import process_bounds
 from harness.workloads import WORKLOADS
 
 

@@ -99,7 +99,7 @@ class SessionObserver:
         """Run i of n is starting."""
 
     def run_progress(self, spec: RunSpec, event: dict) -> None:
-        """A progress event of the running worker (harness.worker.measure.run_timed's phases, a probe's end)."""
+        """A progress event of the running worker (harness.timing.loop.run_timed's phases, a probe's end)."""
 
     def run_finished(self, i: int, n: int, result: Result) -> None:
         """Run i of n ended with this record (stored)."""

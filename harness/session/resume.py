@@ -14,12 +14,12 @@ from harness.results.store import (
     read_importable,
     store_exists,
 )
+from harness.scenario.load import DEFAULT_MAX_RUNS
 from harness.session.capacity import capacity_key
 from harness.session.plan import RunSpec, new_id
 from harness.session.request import PreparedSession, Resumed, SessionRequest
 from harness.session.rounds import AdaptiveRounds
 from harness.session.runner import answer_holds
-from harness.spec.scenario import DEFAULT_MAX_RUNS
 
 
 def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> list[bool]:

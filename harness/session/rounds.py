@@ -12,10 +12,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from harness.results import stats
 from harness.results.record import Result
 from harness.seam.runspec import RunSpec, new_id
-from harness.worker.measure import AUTO, measure_settings, process_bounds
+from harness.timing import stats
+from harness.timing.settings import AUTO, measure_settings, process_bounds
 
 #: How far beyond `max_processes` a configuration's CI may be expected to reach its target and still get more
 #: processes: the 1/sqrt(n) rule is rough over a few processes, and a configuration a little short of its target

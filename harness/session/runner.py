@@ -26,15 +26,15 @@ from typing import Callable, Iterator
 from harness.errors import StoreWriteError, Unsupported
 from harness.machine import env as env_mod
 from harness.machine import nvml
+from harness.machine.devices import gpu_index
 from harness.machine.presence import MISSING_DEVICE, missing_device_reason
 from harness.results.record import FAILING_STATUSES, Result, utc_now, write_json_atomic
-from harness.results.stats import median
 from harness.results.store import Store
 from harness.seam import distributed as dp
 from harness.seam.backend import available_backends
 from harness.session.dataparallel import merge, read_rank_results, scaling_efficiency
 from harness.session.plan import RunSpec, one_replica_key
-from harness.spec.devices import gpu_index
+from harness.timing.stats import median
 from harness.worker.hostlock import HELD_VARIABLE, timing_lock
 from harness.worker.neighbours import PAUSE_FILE
 from harness.workloads import WORKLOADS
@@ -369,7 +369,7 @@ class Runner:
         self.on_start = on_start or (lambda i, n, spec: None)
         self.on_result = on_result or (lambda i, n, record: None)
         #: on_progress(spec, event): each progress event of the running worker (`phase` first_step,
-        #: warmup or block, with its figures; see harness.worker.measure.run_timed), as it arrives.
+        #: warmup or block, with its figures; see harness.timing.loop.run_timed), as it arrives.
         self.on_progress = on_progress or (lambda spec, event: None)
         self._backends = available_backends()
         #: capacity probes: while one probe runs, the next one's worker starts and imports its framework

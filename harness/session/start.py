@@ -8,20 +8,17 @@ import shlex
 from typing import Callable
 
 from harness.errors import InputError
+from harness.machine.devices import normalize_device
 from harness.results.store import default_store_path
+from harness.scenario.bundled import resolve_scenario_path
+from harness.scenario.load import DEFAULT_MAX_RUNS, load_scenarios
+from harness.scenario.reading import read_scenario_documents
 from harness.seam.backend import resolve_backend_name
 from harness.session.capacity_settings import capacity_settings
 from harness.session.plan import build_plan, new_id
 from harness.session.request import PreparedSession, SessionRequest
 from harness.session.rounds import AdaptiveRounds
 from harness.session.runner import Runner
-from harness.spec.bundled import resolve_scenario_path
-from harness.spec.devices import normalize_device
-from harness.spec.scenario import (
-    DEFAULT_MAX_RUNS,
-    load_scenarios,
-    read_scenario_documents,
-)
 from harness.workloads import WORKLOADS
 
 

@@ -1,7 +1,7 @@
 """One run, inside the worker: the core's half of the backend seam.
 
 The backend opens the device and prepares the step (harness.seam.adapter); everything else is written
-once for every backend: the timed loop (harness.worker.measure), the figures (harness.worker.figures:
+once for every backend: the timed loop (harness.timing.loop), the figures (harness.worker.figures:
 rates and TFLOP/s, % of peak, telemetry), the status (out-of-memory through the backend's hook, the
 workload's verdict on its checks), here, and the record's fields (harness.worker.outcome).
 """
@@ -23,12 +23,13 @@ from harness.seam.adapter import Device, RunInputs
 from harness.seam.backend import Backend, RunContext, available_backends
 from harness.seam.distributed import Replica, replica_device, threads_per_replica
 from harness.seam.runspec import RunSpec
+from harness.timing.loop import run_timed
+from harness.timing.profile import profile_run, profiled_calls
+from harness.timing.settings import AUTO
 from harness.worker.figures import TimedRun, figures
 from harness.worker.hostlock import HELD_VARIABLE, timing_lock
-from harness.worker.measure import AUTO, run_timed
 from harness.worker.neighbours import paused
 from harness.worker.outcome import Measured, WorkerResult
-from harness.worker.profile import profile_run, profiled_calls
 from harness.workloads import WORKLOADS
 from harness.workloads.base import Params, Workload
 

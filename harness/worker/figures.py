@@ -8,9 +8,9 @@ from typing import Any
 
 from harness.machine import nvml
 from harness.machine.peaks import pct_of_peak, unknown_device_warning
-from harness.results import stats
 from harness.seam.backend import RunContext
-from harness.worker.measure import Timing
+from harness.timing import stats
+from harness.timing.loop import Timing
 from harness.worker.outcome import Figures
 from harness.workloads.base import Params, Workload
 

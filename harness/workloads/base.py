@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import ConfigDict
+
+from harness.fields import NumbersNotBooleans
 
 #: The execution modes (docs/execution.md defines each; every mode covers the whole step). `default` is
 #: neutral: what the framework's users get when they train the obvious way, resolved by each backend that
@@ -15,32 +17,6 @@ Execution = Literal["eager", "graph", "cuda_graph", "compiled", "default"]
 
 #: The execution mode a backend must declare on its own (technique_values leaves it out unless asked).
 DEFAULT_EXECUTION = "default"
-
-
-def _admits(annotation, kinds: tuple) -> bool:
-    """Whether a field's type admits one of `kinds` (itself, or a union or Literal holding one)."""
-    import typing
-
-    if annotation in kinds:
-        return True
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) is typing.Literal:
-        return any(type(a) in kinds for a in args)
-    return any(_admits(a, kinds) for a in args)
-
-
-class NumbersNotBooleans(BaseModel):
-    """A model whose numeric fields refuse booleans: pydantic would take `size: true` as size 1 (bool is
-    an int subclass). Workload parameters and the scenario's own blocks build on it."""
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers(cls, value, info):
-        if isinstance(value, bool):
-            field = cls.model_fields.get(info.field_name) if info.field_name else None
-            if field is not None and _admits(field.annotation, (int, float)) and not _admits(field.annotation, (bool,)):
-                raise ValueError("expected a number, not a boolean")
-        return value
 
 
 class Params(NumbersNotBooleans):

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from harness.errors import InputError
 from harness.machine.peaks import peak_tflops
-from harness.results import stats
 from harness.results.compare import (
     DATASHEET_COLUMNS,
     EQUIVALENT,
@@ -23,6 +22,7 @@ from harness.results.compare import (
 )
 from harness.results.record import Result
 from harness.seam.backend import available_backends
+from harness.timing import stats
 from harness.workloads import WORKLOADS
 
 GiB = 1024**3

@@ -1,7 +1,7 @@
 """The profile breakdowns of compared sides, paired as `harness compare` pairs sides: per match group, each
 compared value's classes next to its baseline's, with the difference in milliseconds per step.
 
-Each record's `profile` (harness.worker.profile) gives seconds per step in each class and `idle`; a side
+Each record's `profile` (harness.timing.profile) gives seconds per step in each class and `idle`; a side
 with several processes gives their mean. Records without a breakdown take no part; a group where only
 one side has one says so.
 """
@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.errors import InputError
-from harness.results import stats
 from harness.results.compare.pairing import grouped, label, resolve_baseline
 from harness.results.compare.records import (
     ok_records,
     parse_by,
 )
 from harness.results.record import Result
-from harness.worker.profile import CLASSES
+from harness.timing import stats
+from harness.timing.profile import CLASSES
 
 #: The rows of a breakdown: the classes, then the time no kernel covered.
 PARTS = (*CLASSES, "idle")

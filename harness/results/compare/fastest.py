@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from harness.results import stats
 from harness.results.compare.display import fmt
 from harness.results.compare.records import (
     backend_variant,
@@ -18,6 +17,7 @@ from harness.results.compare.verdicts import (
     plural,
 )
 from harness.results.record import Result
+from harness.timing import stats
 
 
 def _fastest(workload: str | None, variant: str | None, mine: list[Result], metric: str) -> dict:

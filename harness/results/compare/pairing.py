@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from harness.errors import InputError
 from harness.machine.envcheck import busy_reasons
-from harness.results import stats
 from harness.results.compare.datasheet import DATASHEET_COLUMNS, datasheet_columns
 from harness.results.compare.records import (
     BY_FIELDS,
@@ -39,6 +38,7 @@ from harness.results.compare.verdicts import (
 )
 from harness.results.record import Result
 from harness.seam.backend import BUILTIN_BACKENDS
+from harness.timing import stats
 from harness.workloads import WORKLOADS
 
 #: Fields that do not identify a configuration but should agree between matched runs.

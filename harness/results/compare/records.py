@@ -13,10 +13,10 @@ import os
 from typing import Iterable
 
 from harness.errors import InputError
-from harness.results import stats
 from harness.results.record import Result
 from harness.results.store import Store, default_store_path, store_exists
 from harness.seam.backend import available_backends, backend_names
+from harness.timing import stats
 from harness.workloads import WORKLOADS
 
 #: Record fields that may be compared (`--by`), beside any neutral parameter.

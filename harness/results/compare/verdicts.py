@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.results import stats
+from harness.timing import stats
 
 #: A difference is significant when the Mann-Whitney p-value over processes is below this.
 ALPHA = stats.VERDICT_ALPHA

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.errors import InputError, StoreWriteError
+from harness.machine.devices import gpu_index
 from harness.results.record import Result, utc_now, write_json_atomic
 from harness.results.store import redact
 from harness.session.executors import queue
@@ -47,7 +48,6 @@ from harness.session.runner import (
     trap_signals,
     worker_env,
 )
-from harness.spec.devices import gpu_index
 
 #: Variables that hold a database password and never reach a job (the jobs write no store).
 SECRET_VARIABLES = ("PGPASSWORD",)

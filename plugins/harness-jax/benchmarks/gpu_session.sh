@@ -31,7 +31,7 @@ else
   export PYTHONPATH=$PWD:$PLUGIN${PYTHONPATH:+:$PYTHONPATH}
 fi
 # one worker per configuration where this harness runs several (measure.processes)
-ONE=$(python3 -c 'from harness.spec.scenario import Measure; print("--set measure.processes=1" if "processes" in Measure.model_fields else "")')
+ONE=$(python3 -c 'from harness.scenario.load import Measure; print("--set measure.processes=1" if "processes" in Measure.model_fields else "")')
 stamp() { echo "=== $* $(date -u +%FT%TZ)"; }
 stamp setup
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv

@@ -13,10 +13,10 @@ import os
 from typing import Any, Callable
 
 from harness.errors import Unsupported
+from harness.machine.devices import gpu_index, normalize_device
 from harness.machine.env import cpu_model
 from harness.seam.adapter import DeviceDefaults
-from harness.spec.devices import gpu_index, normalize_device
-from harness.worker.measure import WallClock
+from harness.timing.loop import WallClock
 from harness_jax import TF32_ON_CPU, profile
 
 #: Environment variables that change what JAX/XLA does, recorded with each run.

@@ -1,5 +1,5 @@
-"""jax.profiler for the profile breakdown (harness.worker.profile): a few steps after the timed blocks under
-jax.profiler's trace, its XSpace read with JAX's own `ProfileData` (harness.worker.xspace chooses the spans).
+"""jax.profiler for the profile breakdown (harness.timing.profile): a few steps after the timed blocks under
+jax.profiler's trace, its XSpace read with JAX's own `ProfileData` (harness.timing.xspace chooses the spans).
 
 On a GPU the spans are the kernels, copies and sets of the GPU's streams; on the CPU, XLA's HLO ops (the
 events carrying an `hlo_op` stat) on the host's threads, named by their op.
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.worker import xspace
-from harness.worker.profile import GPU_LIBRARY_RULES, Capture, Rules
-from harness.worker.xspace import XEvent, XSpaceProfiler, newest_xspace
+from harness.timing import xspace
+from harness.timing.profile import GPU_LIBRARY_RULES, Capture, Rules
+from harness.timing.xspace import XEvent, XSpaceProfiler, newest_xspace
 
 #: The annotation around the profiled steps: its span on the host plane is the window.
 WINDOW = "harness.profiled_steps"

@@ -16,7 +16,7 @@ pytest.importorskip("jax")
 from conftest import PLUGIN, ROOT  # noqa: E402
 
 from harness.results.store import Store  # noqa: E402
-from harness.worker.measure import Measure  # noqa: E402
+from harness.timing.settings import Measure  # noqa: E402
 
 #: one worker per configuration, where this harness runs several (measure.processes)
 ONE_PROCESS = {"processes": 1} if "processes" in Measure.model_fields else {}

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness.worker.profile import Capture, Rules, Span
+from harness.timing.profile import Capture, Rules, Span
 
 #: The host plane and a GPU's device plane, as the XSpace format names them.
 HOST_PLANE = "/host:CPU"
