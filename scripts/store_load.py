@@ -20,7 +20,7 @@ import uuid
 
 from harness.machine import env as env_mod
 from harness.results.record import Result, utc_now
-from harness.results.store import Store, is_server_url
+from harness.results.store import open_store, parse_location
 from harness.results.store.schema import stored_record
 
 
@@ -42,7 +42,7 @@ def _writer(args: tuple[str, int, int]) -> list[float]:
     session_id = f"load-{index}-{uuid.uuid4().hex[:8]}"
     template = sample_record(session_id)
     latencies = []
-    with Store(target) as store:
+    with open_store(target) as store:
         store.begin_session(session_id, [], scenario_path=None, command="store_load")
         for _ in range(count):
             record = template.updated(run_id=uuid.uuid4().hex, started_at=utc_now())
@@ -54,9 +54,9 @@ def _writer(args: tuple[str, int, int]) -> list[float]:
 
 
 def _stored_size(target: str) -> int | None:
-    if not is_server_url(target):
+    if not parse_location(target).url:
         return None
-    with Store(target, readonly=True) as store:
+    with open_store(target, readonly=True) as store:
         return int(store._read("SELECT pg_total_relation_size('results')")[0][0])
 
 
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=1)
     parser.add_argument("--records", type=int, default=2000, help="records per writer")
     args = parser.parse_args()
-    Store(args.store).close()  # the tables, before the writers race for them
+    open_store(args.store).close()  # the tables, before the writers race for them
     before = _stored_size(args.store)
     start = time.perf_counter()
     with multiprocessing.Pool(args.writers) as pool:
@@ -77,7 +77,7 @@ def main() -> None:
     after = _stored_size(args.store)
     latencies.sort()
     print(json.dumps({
-        "store": "postgresql" if is_server_url(args.store) else "sqlite", "writers": args.writers,
+        "store": parse_location(args.store).scheme, "writers": args.writers,
         "records": len(latencies), "records_per_s": round(len(latencies) / wall, 1),
         "latency_ms_median": round(statistics.median(latencies) * 1000, 2),
         "latency_ms_p99": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),

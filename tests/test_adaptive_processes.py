@@ -148,9 +148,9 @@ def _auto_scenario(write_scenario, ci_pct: float) -> str:
 
 
 def _per_configuration(db) -> dict:
-    from harness.results.store import Store
+    from harness.results.store import open_store
 
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         rows = store.results()
     counts: dict = {}
     for r in rows:

@@ -9,7 +9,7 @@ import pytest
 
 from harness.errors import InputError
 from harness.results.record import Result
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.session.app import (
     SessionObserver,
     SessionRequest,
@@ -68,7 +68,7 @@ def test_a_session_runs_from_python_and_its_records_are_typed(tmp_path, fake_bac
     assert [i for i, _, _ in seen.runs] == [1, 2] and seen.finished == finished.records
     assert seen.started[0].session_id == prepared.session_id and seen.started[0].runs == 2
     assert "block" in seen.events
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         assert {r.run_id for r in store.results()} == {r.run_id for r in finished.records}
         assert store.sessions()[0]["state"] == "finished"
 
@@ -82,7 +82,7 @@ def test_an_interrupted_session_is_resumed_from_python(tmp_path, fake_backend, w
     assert resumed.session_id == first.session_id and resumed.resumed == Resumed(2, 3, "run(s)")
     done = run_session(resumed, Recorder())
     assert done.exit_code == 0 and len(done.records) == 2
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         rows = store.results()
         assert store.sessions()[0]["state"] == "finished"
     assert len(rows) == 3 and len({r.run_key for r in rows}) == 3  # each planned run once

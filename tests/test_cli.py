@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.results.record import Result
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.session.limits import MIN_MEMORY_LIMIT, parse_size
 from harness.timing.settings import Measure
 
@@ -92,7 +92,7 @@ def test_a_device_that_is_not_there_exits_3(tmp_path, write_scenario, harness_cl
     # refused before any worker started, with the reason `harness env` shows
     assert "no GPU a worker could use" in err and "harness env" in err
     assert time.monotonic() - started < 30
-    with Store(tmp_path / "g.db") as store:
+    with open_store(tmp_path / "g.db") as store:
         assert all(r["duration_s"] == 0.0 for r in store.records())
 
 
@@ -172,7 +172,7 @@ def test_load_results_returns_one_row_per_record(tmp_path, fake_backend, write_s
 def test_the_store_environment_variable_is_honoured(tmp_path, fake_backend, write_scenario, harness_cli):
     code, _, err = harness_cli("run", _fake(write_scenario, tmp_path), "-q", env={"HARNESS_STORE": str(tmp_path / "env.db")})
     assert code == 0, err
-    with Store(tmp_path / "env.db") as store:
+    with open_store(tmp_path / "env.db") as store:
         assert len(store.records()) == 1
 
 
@@ -190,12 +190,12 @@ def test_backend_tf_runs_only_tensorflow_and_both_backends_multiply_the_same_num
                            "measure": {"warmup": 0, "steps": 1, "repeats": 2, **ONE_PROCESS}, "devices": ["cpu"]})
     code, out, err = harness_cli("run", path, "--backend", "tf", "--store", "b.db")
     assert code == 0, err
-    with Store(tmp_path / "b.db") as store:
+    with open_store(tmp_path / "b.db") as store:
         tf_only = store.records()
     assert [r["backend"] for r in tf_only] == ["tensorflow"]
     code, out, err = harness_cli("run", path, "--backend", "pytorch", "--store", "b.db")
     assert code == 0, err
-    with Store(tmp_path / "b.db") as store:
+    with open_store(tmp_path / "b.db") as store:
         records = {r["backend"]: r for r in store.records()}
     assert set(records) == {"torch", "tensorflow"}
     assert records["torch"]["checks"]["correct"] and records["tensorflow"]["checks"]["correct"]
@@ -203,7 +203,7 @@ def test_backend_tf_runs_only_tensorflow_and_both_backends_multiply_the_same_num
     other_seed = write_scenario({"name": "same", "workload": "gemm", "params": {"size": 64}, "seed": 1,
                                  "measure": {"warmup": 0, "steps": 1, "repeats": 2, **ONE_PROCESS}, "devices": ["cpu"]}, name="seed1.yaml")
     code, out, err = harness_cli("run", other_seed, "--backend", "torch", "--store", "c.db")
-    with Store(tmp_path / "c.db") as store:
+    with open_store(tmp_path / "c.db") as store:
         (reseeded,) = store.records()
     assert reseeded["checks"]["inputs_fingerprint"] != records["torch"]["checks"]["inputs_fingerprint"]
 
@@ -216,7 +216,7 @@ def test_resnet50_on_both_backends_is_the_same_model_on_the_same_images(tmp_path
                            "measure": {"warmup": 0, "steps": 1, "repeats": 1, **ONE_PROCESS}, "devices": ["cpu"]})
     code, out, err = harness_cli("run", path, "--backend", "all", "--store", "m.db")
     assert code == 0, err
-    with Store(tmp_path / "m.db") as store:
+    with open_store(tmp_path / "m.db") as store:
         records = {r["backend"]: r for r in store.records()}
     torch_checks, tf_checks = records["torch"]["checks"], records["tensorflow"]["checks"]
     assert torch_checks["model_parameters"] == tf_checks["model_parameters"] == 25_557_032
@@ -290,7 +290,7 @@ def test_resume_of_an_unknown_session_creates_no_store_and_ids_are_literal(tmp_p
     assert not list(tmp_path.glob("new.db*"))  # nothing created
     db = tmp_path / "s.db"
     assert _invoke("run", _fake(write_scenario, tmp_path), "--store", str(db), "-q").exit_code == 0
-    with Store(db) as store:
+    with open_store(db) as store:
         (session,) = store.sessions()
     sid = session["session_id"]
     before = db.read_bytes()
@@ -306,7 +306,7 @@ def test_resume_of_an_unknown_session_creates_no_store_and_ids_are_literal(tmp_p
 
 def test_an_ambiguous_resume_prefix_names_the_sessions(tmp_path):
     db = tmp_path / "a.db"
-    with Store(db) as store:
+    with open_store(db) as store:
         for sid in ("abc1", "abc2"):
             store.begin_session(sid, [], scenario_path=None, command="x")
     result = _invoke("run", "--resume", "abc", "--store", str(db))
@@ -321,7 +321,7 @@ def _record(**fields):
 
 def test_results_keep_integers_integers_and_show_an_unmeasured_run_as_a_dash(tmp_path):
     db = tmp_path / "o.db"
-    with Store(db) as store:
+    with open_store(db) as store:
         store.add(Result.from_dict(_record(run_id="a", status="ok", median=0.5, ci_low=0.4, ci_high=0.6, cv=0.01,
                           host_peak_rss_bytes=608702464, peak_allocated_bytes=1024, started_at="2026-11-30T00:00:01")))
         store.add(Result.from_dict(_record(run_id="b", status="timeout", median=None, cv=None, host_peak_rss_bytes=None,
@@ -362,7 +362,7 @@ def test_results_json_can_be_imported_into_another_store(tmp_path, fake_backend,
     for expected in ("took 2 new result(s) of 2", "took 0 new result(s) of 2"):  # a second import adds nothing
         result = _invoke("results", "--import", str(exported), "--store", str(tmp_path / "b.db"))
         assert result.exit_code == 0 and expected in result.output, result.output
-    with Store(tmp_path / "a.db") as a, Store(tmp_path / "b.db") as b:
+    with open_store(tmp_path / "a.db") as a, open_store(tmp_path / "b.db") as b:
         assert a.records() == b.records()
 
 
@@ -400,7 +400,7 @@ def test_capacity_flags_override_the_file_and_a_resume_keeps_them(tmp_path, fake
     result = _invoke("run", path, "--find-max-batch", "--capacity-start", "4", "--capacity-limit", "64",
                      "--capacity-resolution", "4", "--store", str(db), "-q")
     assert result.exit_code == 0, result.output
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store.records()
         (session,) = store.sessions()
         stored = store.session(session["session_id"])
@@ -433,7 +433,7 @@ def test_a_capacity_resolution_can_be_a_share_of_the_answer(tmp_path, fake_backe
     path = _capacity(write_scenario, capacity={"start": 4, "limit": 1024, "resolution": "10%"})
     result = _invoke("run", path, "--find-max-batch", "--store", str(db), "-q")
     assert result.exit_code == 0, result.output
-    with Store(db) as store:
+    with open_store(db) as store:
         (record,) = [r for r in store.records() if r["metric"] == "max_batch_size"]
     assert 34 <= record["median"] <= 37 and record["checks"]["within_pct"] <= 10  # true limit 37, 10% of 34 is 3
     assert "within 10%" in record["checks"]["search"]

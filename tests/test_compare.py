@@ -30,7 +30,7 @@ from harness.results.compare import (
     technique_speedups,
 )
 from harness.results.record import FIELDS, SCHEMA_VERSION, Result
-from harness.results.store import Store, load_results
+from harness.results.store import load_results, open_store
 from harness.timing import stats
 
 _clock = itertools.count()
@@ -83,7 +83,7 @@ def processes(mean=1000.0, n=5, *, spread=0.003, seed=0, options=None, **fields)
 
 
 def store_records(path, records):
-    with Store(path) as store:
+    with open_store(path) as store:
         for record in records:
             store.add(Result.from_dict(record))
     return str(path)
@@ -381,7 +381,7 @@ def test_bad_input_exits_2_with_one_clear_message(tmp_path, args, message):
 def test_missing_and_empty_stores_exit_2(tmp_path):
     missing = invoke("compare", "--store", tmp_path / "nothing.db", "--by", "backend")
     assert missing.exit_code == 2 and "no such file" in missing.output
-    Store(tmp_path / "empty.db").close()
+    open_store(tmp_path / "empty.db").close()
     empty = invoke("compare", "--store", tmp_path / "empty.db", "--by", "backend")
     assert empty.exit_code == 2 and "no results" in empty.output
 

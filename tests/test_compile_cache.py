@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.results.compare import compare
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.session.app import SessionRequest, prepare_session, run_session
 from tests.test_verdicts import process_record
 
@@ -29,7 +29,7 @@ def _session(tmp_path, write_scenario, cache):
     finished = run_session(prepare_session(SessionRequest(scenario_file=_scenario(write_scenario, cache),
                                                           store_path=db)))
     assert finished.exit_code == 0
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         return store.results()
 
 

@@ -112,14 +112,14 @@ def test_tensorflow_feeds_host_batches_through_tf_data(execution):
 
 
 def test_a_session_refuses_an_unsupported_host_combination_and_bad_values_exit_2(tmp_path, write_scenario, harness_cli):
-    from harness.results.store import Store
+    from harness.results.store import open_store
 
     scenario = {"name": "host", "workload": "resnet50_train",
                 "params": {**TINY, "grad_accum": 2}, "measure": {"warmup": 0, "steps": 1, "repeats": 1},
                 "backends": ["torch"], "devices": ["cpu"]}
     code, out, err = harness_cli("run", write_scenario(scenario), "--store", "h.db")
     assert code == 3, err  # nothing measured: every run was unsupported
-    with Store(tmp_path / "h.db") as store:
+    with open_store(tmp_path / "h.db") as store:
         records = store.records()
     assert records and all(r["status"] == "unsupported" and "inputs: host with grad_accum" in r["error"]
                            for r in records)

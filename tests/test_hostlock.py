@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.machine.envcheck import busy_reasons
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.session.runner import LockWait
 from harness.worker import hostlock
 from harness.worker.hostlock import timing_lock
@@ -54,7 +54,7 @@ def _wait_for(predicate, timeout: float = 120.0) -> None:
 
 
 def _isolations(path: Path) -> list[dict]:
-    with Store(str(path)) as store:
+    with open_store(str(path)) as store:
         records = store.records()
     assert [r["status"] for r in records] == ["ok", "ok"]
     return [r["env"]["isolation"] for r in records]
@@ -142,7 +142,7 @@ def test_a_shared_run_is_recorded_and_compare_marks_its_verdicts(tmp_path, fake_
     assert code == 0 and "host shared with other sessions (share_host)" in out + err, err
     code, _, err = harness_cli("run", scenario, "--store", store, "--share-host", "-q")
     assert code == 0, err
-    with Store(store) as opened:
+    with open_store(store) as opened:
         records = opened.records()
     assert {r["env"]["isolation"]["mode"] for r in records} == {"shared"}
     assert {r["measure"]["share_host"] for r in records if r.get("measure")} <= {True}

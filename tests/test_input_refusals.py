@@ -203,9 +203,9 @@ def test_an_empty_store_path_is_refused_and_nothing_is_written(tmp_path, monkeyp
 @pytest.mark.parametrize("output, said", [("nodir/x.csv", "does not exist"), ("adir", "is a folder"), ("", "empty")])
 def test_results_output_that_cannot_be_a_file_is_refused(tmp_path, output, said):
     db = tmp_path / "s.db"
-    from harness.results.store import Store
+    from harness.results.store import open_store
 
-    Store(db).close()
+    open_store(db).close()
     (tmp_path / "adir").mkdir()
     before = sorted(p.name for p in tmp_path.rglob("*"))
     for fmt in ("csv", "json", "table"):

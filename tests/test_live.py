@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from harness.results.record import Result
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.seam.adapter import Prepared
 from harness.session.plan import RunSpec, run_key
 from harness.session.runner import ProgressReader, Runner
@@ -83,7 +83,7 @@ def test_the_runner_hands_each_event_over_while_the_worker_still_runs(tmp_path, 
         if event["phase"] == "block" and not marker.exists():
             marker.write_text("seen", encoding="utf-8")
 
-    with Store(tmp_path / "s.db") as store:
+    with open_store(tmp_path / "s.db") as store:
         runner = Runner(store, on_progress=on_progress)
         record = runner.execute(_spec(seconds=0.25, repeats=6, marker=str(marker)))
     assert record.status == "ok", record.error
@@ -100,7 +100,7 @@ def test_the_runner_hands_each_event_over_while_the_worker_still_runs(tmp_path, 
 
 def test_events_before_a_timeout_are_handed_over_and_the_timeout_still_holds(tmp_path, slow_backend):
     events = []
-    with Store(tmp_path / "t.db") as store:
+    with open_store(tmp_path / "t.db") as store:
         runner = Runner(store, on_progress=lambda spec, event: events.append(event["phase"]))
         started = time.monotonic()
         record = runner.execute(_spec(seconds=0.5, steps=1, repeats=100, timeout_s=3.0))
@@ -113,7 +113,7 @@ def test_a_display_that_fails_does_not_fail_the_run(tmp_path, fake_backend):
     def broken(spec, event):
         raise ValueError("display broke")
 
-    with Store(tmp_path / "b.db") as store:
+    with open_store(tmp_path / "b.db") as store:
         record = Runner(store, on_progress=broken).execute(_spec("fake", action="ok"))
     assert record.status == "ok"
 

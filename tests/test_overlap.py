@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.scenario.load import load_scenario
 from harness.session.plan import build_plan
 from harness.session.runner import Runner, _Ahead
@@ -27,7 +27,7 @@ def _plan(write_scenario, runs=3):
 
 def test_each_run_is_taken_by_a_worker_that_imported_while_the_previous_run_set_up(
         tmp_path, fake_backend, write_scenario):
-    with Store(str(tmp_path / "o.db")) as store:
+    with open_store(str(tmp_path / "o.db")) as store:
         runner = Runner(store, overlap=True)
         outcome = runner.run(_plan(write_scenario))
         runner.close()
@@ -41,7 +41,7 @@ def test_each_run_is_taken_by_a_worker_that_imported_while_the_previous_run_set_
 
 
 def test_without_overlap_no_worker_starts_ahead(tmp_path, fake_backend, write_scenario):
-    with Store(str(tmp_path / "o.db")) as store:
+    with open_store(str(tmp_path / "o.db")) as store:
         runner = Runner(store, overlap=False)
         records = runner.run(_plan(write_scenario, runs=2)).records
         runner.close()
@@ -79,7 +79,7 @@ def test_a_run_decided_without_a_worker_does_not_cost_the_next_run_its_worker_ah
     first, last = _plan(write_scenario, runs=2)
     # between them, a run no worker takes (its backend is not registered: decided at once, `unsupported`)
     decided = first.__class__(**{**first.__dict__, "run_id": first.run_id + "-x", "backend": "absent"})
-    with Store(str(tmp_path / "o.db")) as store:
+    with open_store(str(tmp_path / "o.db")) as store:
         runner = Runner(store, overlap=True)
         records = runner.run([first, decided, last]).records
         runner.close()
@@ -97,7 +97,7 @@ def test_with_several_workers_ahead_each_imports_through_every_set_up_until_its_
     monkeypatch.setattr(Runner, "_start_ahead", lambda self, spec, env: started.append(spec.run_id)
                         or start_ahead(self, spec, env))
     plan = _plan(write_scenario, runs=4)
-    with Store(str(tmp_path / "o.db")) as store:
+    with open_store(str(tmp_path / "o.db")) as store:
         runner = Runner(store, overlap=True)
         records = runner.run(plan).records
         runner.close()
@@ -113,7 +113,7 @@ def test_with_several_workers_ahead_each_imports_through_every_set_up_until_its_
 def test_a_worker_ahead_that_no_coming_run_takes_is_stopped(tmp_path, fake_backend, write_scenario, monkeypatch):
     monkeypatch.setattr(Runner, "ahead_depth", staticmethod(lambda: 2))
     first, second = _plan(write_scenario, runs=2)
-    with Store(str(tmp_path / "o.db")) as store:
+    with open_store(str(tmp_path / "o.db")) as store:
         runner = Runner(store, overlap=True)
         stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
         runner._pool.append(_Ahead(("fake", ()), stray, tempfile.TemporaryDirectory()))  # a worker for no one

@@ -14,9 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness.results.record import Result
-from harness.results.store import PostgresStore, Store, load_results, redact
+from harness.results.store import load_results, open_store, redact
 from harness.results.store import postgres as pg
 from harness.results.store.liveness import process_owner
+from harness.results.store.postgres import PostgresStore
 from tests import services
 from tests.test_reliability import _fake_scenario, _wait_for_marker
 
@@ -35,7 +36,7 @@ def test_a_session_runs_into_postgresql_and_reads_back_like_sqlite(tmp_path, fak
     path = _fake_scenario(write_scenario, tmp_path, 4)
     done = _harness("run", path, "--store", pg_url, "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    with Store(pg_url) as store:
+    with open_store(pg_url) as store:
         assert isinstance(store, PostgresStore)
         rows = store.records()
         sessions = store.sessions()
@@ -73,7 +74,7 @@ def test_an_sqlite_store_imports_into_postgresql_and_back(tmp_path, fake_backend
     assert taken.returncode == 0, taken.stderr
     again = _harness("results", "--import", str(db), "--store", pg_url, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    with Store(pg_url, readonly=True) as server, Store(db, readonly=True) as local:
+    with open_store(pg_url, readonly=True) as server, open_store(db, readonly=True) as local:
         assert sorted(r["run_id"] for r in server.records()) == sorted(r["run_id"] for r in local.records())
         assert [s["session_id"] for s in server.sessions()] == [s["session_id"] for s in local.sessions()]
     back = tmp_path / "back.db"
@@ -81,7 +82,7 @@ def test_an_sqlite_store_imports_into_postgresql_and_back(tmp_path, fake_backend
     out = _harness("results", "--store", pg_url, "--format", "json", cwd=tmp_path)
     exported.write_text(out.stdout)
     assert _harness("results", "--import", str(exported), "--store", str(back), cwd=tmp_path).returncode == 0
-    with Store(back, readonly=True) as store:
+    with open_store(back, readonly=True) as store:
         assert len(store.records()) == 3
 
 
@@ -102,7 +103,7 @@ def test_a_refused_connection_or_bad_url_is_one_line_and_exit_2(tmp_path, fake_b
 def test_wrong_password_is_refused_without_echoing_it(tmp_path, pg_url):
     wrong = pg_url.replace(PASSWORD, "not-the-password")
     with pytest.raises(Exception) as refused:
-        Store(wrong)
+        open_store(wrong)
     assert "password authentication failed" in str(refused.value)
     assert "not-the-password" not in str(refused.value)
 
@@ -123,7 +124,7 @@ def test_interrupt_then_resume_completes_the_session(tmp_path, fake_backend, wri
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert PASSWORD not in err
-    with Store(pg_url) as store:
+    with open_store(pg_url) as store:
         session = store.sessions()[0]
         assert session["state"] == "interrupted" and session["results"] == 2
     # the hint names the store without its password: the password then comes from the environment
@@ -132,7 +133,7 @@ def test_interrupt_then_resume_completes_the_session(tmp_path, fake_backend, wri
     bare = hint[hint.index("--store") + 1]
     done = _harness(*hint[1:], cwd=tmp_path, env={"PGPASSWORD": PASSWORD})
     assert done.returncode == 0, done.stderr
-    with Store(pg_url) as store:
+    with open_store(pg_url) as store:
         rows = store.records()
         assert store.sessions()[0]["state"] == "finished"
     assert bare.startswith("postgresql://harness@")
@@ -146,25 +147,25 @@ def _session(store, session_id, host):
 
 
 def test_a_session_whose_heartbeat_stopped_on_another_host_is_abandoned(pg_url):
-    with Store(pg_url) as store:
+    with open_store(pg_url) as store:
         _session(store, "stale", "another-host")
         _session(store, "fresh", "another-host")
         store._db.execute("UPDATE sessions SET heartbeat = now() - interval '1 hour' WHERE session_id = 'stale'")
         store._heartbeat.sessions.clear()  # this process stands in for submitters elsewhere
-    with Store(pg_url) as store:
+    with open_store(pg_url) as store:
         assert store.abandoned == ["stale"]
         states = {s["session_id"]: s["state"] for s in store.sessions()}
     assert states == {"stale": "abandoned", "fresh": "running"}
 
 
 def test_a_session_another_host_still_runs_is_not_resumed_twice(tmp_path, pg_url):
-    with Store(pg_url) as store:
+    with open_store(pg_url) as store:
         _session(store, "busy", "another-host")
         store._heartbeat.sessions.clear()
     resumed = _harness("run", "--resume", "busy", "--store", pg_url, cwd=tmp_path)
     assert resumed.returncode == 2, resumed.stderr
     assert "still running on another-host" in resumed.stderr and PASSWORD not in resumed.stderr
-    with Store(pg_url) as store:  # once its heartbeat is old, the session is abandoned and can be taken
+    with open_store(pg_url) as store:  # once its heartbeat is old, the session is abandoned and can be taken
         store._db.execute("UPDATE sessions SET heartbeat = now() - interval '1 hour'")
         store.reopen_session("busy")
         assert store.session("busy")["state"] == "running"
@@ -173,7 +174,7 @@ def test_a_session_another_host_still_runs_is_not_resumed_twice(tmp_path, pg_url
 
 def test_the_heartbeat_moves_while_a_session_runs(pg_url, monkeypatch):
     monkeypatch.setattr(pg, "HEARTBEAT_S", 0.2)
-    with Store(pg_url) as store:
+    with open_store(pg_url) as store:
         _session(store, "s1", "another-host")
         store._db.execute("UPDATE sessions SET heartbeat = now() - interval '1 hour'")
         time.sleep(1.0)
@@ -186,7 +187,7 @@ def test_a_dropped_connection_keeps_every_result_in_a_side_file_taken_in_next_ru
         tmp_path, fake_backend, write_scenario, pg_url, monkeypatch):
     monkeypatch.chdir(tmp_path)
     spec = Result(run_id="r1", session_id="s", run_key="k", status="ok", started_at="2026-01-01T00:00:00")
-    store = Store(pg_url)
+    store = open_store(pg_url)
     store.begin_session("s", [], scenario_path=None, command="harness run x")
     store.add(spec)
     with psycopg.connect(pg_url, autocommit=True) as admin:  # the server ends the session's connection
@@ -207,7 +208,7 @@ def test_a_dropped_connection_keeps_every_result_in_a_side_file_taken_in_next_ru
     done = _harness("run", path, "--store", pg_url, "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "took in 1 result(s)" in done.stderr
-    with Store(pg_url, readonly=True) as reader:
+    with open_store(pg_url, readonly=True) as reader:
         assert {"r1", "r2"} <= {r["run_id"] for r in reader.records()}
 
 
@@ -218,7 +219,7 @@ def test_eight_submitters_write_one_database_at_once(tmp_path, fake_backend, wri
         results = list(pool.map(lambda p: _harness("run", p, "--store", pg_url, "-q", cwd=tmp_path), paths))
     assert [r.returncode for r in results] == [0 if a == "ok" else 1 for a in actions], \
         [r.stderr[-500:] for r in results]
-    with Store(pg_url, readonly=True) as store:
+    with open_store(pg_url, readonly=True) as store:
         rows = store.records()
         sessions = store.sessions()
     assert len(rows) == 48 and len({r["run_id"] for r in rows}) == 48  # nothing lost, no duplicate

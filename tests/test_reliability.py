@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.results.record import Result
-from harness.results.store import Store
+from harness.results.store import SQLiteStore, open_store
 from harness.session.capacity import fits, search
 from harness.session.resume import remaining_runs, settled_results, work_left
 from harness.timing.settings import Measure
@@ -57,7 +57,7 @@ def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(db)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_marker(tmp_path / "s.marker", 3)  # the third run has started: two finished
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         running = store.sessions()[0]
     assert running["state"] == "running"
     # resuming a session whose process still runs would run its runs twice: refused, nothing written
@@ -67,7 +67,7 @@ def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert "2 of 5 run(s) finished" in err
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store.records()
         session = store.sessions()[0]
     assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
@@ -78,7 +78,7 @@ def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "3 of 5 run(s) have no ok result" in done.stderr
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store.records()
     assert len(rows) == 5
     assert len({r["run_key"] for r in rows}) == 5  # each planned run once: nothing redone, nothing missing
@@ -97,7 +97,7 @@ def test_two_concurrent_sessions_of_20_runs_leave_40_rows(tmp_path, fake_backend
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(session, paths))
     assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store.records()
         check = store._db.execute("PRAGMA integrity_check").fetchone()[0]
     assert len(rows) == 40
@@ -142,7 +142,7 @@ def test_find_max_batch_through_real_worker_processes(tmp_path, fake_backend, wr
     db = tmp_path / "cap.db"
     code, out, err = harness_cli("run", path, "--find-max-batch", "--store", str(db))
     assert code == 0, err
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store.records()
     capacity = [r for r in rows if r["metric"] == "max_batch_size"]
     probes = [r for r in rows if r.get("probe_of")]
@@ -170,7 +170,7 @@ def test_a_capacity_search_whose_start_does_not_fit_says_so_and_probes_nothing_b
     db = tmp_path / "cap.db"
     code, out, err = harness_cli("run", path, "--find-max-batch", "--store", str(db))
     assert code == 1, err
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store.records()
     (capacity,) = [r for r in rows if r["metric"] == "max_batch_size"]
     assert [r["params"]["batch_size"] for r in rows if r.get("probe_of")] == [16]
@@ -188,7 +188,7 @@ def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fa
                    device="cpu", params={"batch_size": 2, "image_size": 32}, seed=0,
                    measure={"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 120},
                    options={"action": "oom_above", "limit": 9})
-    with Store(tmp_path / "a.db") as store:
+    with open_store(tmp_path / "a.db") as store:
         runner = Runner(store, memory_limit_bytes=2**31)  # each worker its own limit: starting ahead is harmless
         started = []
         start = runner._start_ahead
@@ -203,7 +203,7 @@ def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fa
 
 
 def store_records(path):
-    with Store(path) as store:
+    with open_store(path) as store:
         return store.records()
 
 
@@ -243,7 +243,7 @@ def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finishe
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    with Store(db) as store:
+    with open_store(db) as store:
         first = [r for r in store.records() if r["metric"] == "max_batch_size"]
         session = store.sessions()[0]["session_id"]
     assert [r["median"] for r in first] == [37.0]  # one search finished (the plan's order is shuffled)
@@ -258,7 +258,7 @@ def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finishe
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "2 of 3 capacity search(es) have no ok result" in done.stderr
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store.records()
     capacity = [r for r in rows if r["metric"] == "max_batch_size"]
     assert sorted(r["params"]["precision"] for r in capacity) == ["amp_bf16", "amp_fp16", "fp32"]  # each once
@@ -281,7 +281,7 @@ def test_a_real_torch_run_out_of_memory_is_oom_and_the_next_run_is_ok(tmp_path, 
     db = tmp_path / "oom.db"
     code, out, err = harness_cli("run", path, "--store", str(db), "--memory-limit", "1.5GiB")
     assert code == 1, err  # one run did not succeed
-    with Store(db) as store:
+    with open_store(db) as store:
         first, second = store.records()
     assert first["params"]["batch_size"] == 512 and first["status"] == "oom", first.get("error")
     assert "allocate" in first["error"]
@@ -300,7 +300,7 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
     db = tmp_path / "cap.db"
     code, out, err = harness_cli("run", path, "--store", str(db), "--memory-limit", "1.5GiB")
     assert code == 0, err
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store.records()
     capacity = next(r for r in rows if r["metric"] == "max_batch_size")
     probes = {r["params"]["batch_size"]: r["status"] for r in rows if r.get("probe_of")}
@@ -320,7 +320,7 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
 
 # --------------------------------------------------------------------------- resume counts runs
 def _ok(db):
-    with Store(db) as store:
+    with open_store(db) as store:
         return [r for r in store.records() if r["status"] == "ok"]
 
 
@@ -346,7 +346,7 @@ def test_resume_counts_planned_runs_not_configurations(tmp_path, fake_backend, w
     assert "3 of 4 run(s) have no ok result" in done.stderr
     rows = _ok(db)
     assert len(rows) == 4 and len({r["run_key"] for r in rows}) == 1  # the same configuration, 4 times
-    with Store(db) as store:
+    with open_store(db) as store:
         assert store.sessions()[0]["state"] == "finished"
     RELIABILITY["interrupted sessions resumed"] += 1
 
@@ -358,7 +358,7 @@ def test_resume_takes_an_unsupported_answer_as_given_but_not_a_missing_framework
     db = tmp_path / "u.db"
     first = CliRunner().invoke(main, ["run", path, "--store", str(db), "-q"])
     assert first.exit_code != 2, first.output
-    with Store(db) as store:
+    with open_store(db) as store:
         sid = store.sessions()[0]["session_id"]
         plan = store.session(sid)["plan"]
         assert [r["status"] for r in store.records()] == ["unsupported"] * 3
@@ -368,11 +368,11 @@ def test_resume_takes_an_unsupported_answer_as_given_but_not_a_missing_framework
         record = {**json.loads(text), "error": "fake is not installed in this Python (pip install fake)"}
         con.execute("UPDATE results SET record=? WHERE run_id=?", (json.dumps(record), run_id))
         con.execute("UPDATE sessions SET state='interrupted' WHERE session_id=?", (sid,))
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         assert work_left(plan, settled_results(store, sid)) == (1, 3, "run(s)")
     resumed = CliRunner().invoke(main, ["run", "--resume", sid, "--store", str(db), "-q"])
     assert "1 of 3 run(s) have no ok result" in resumed.output, resumed.output
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         assert len(store.records()) == 4  # the one run again, the two answers not
 
 
@@ -440,7 +440,7 @@ def test_resume_applies_the_memory_limit_the_session_ran_with(tmp_path, fake_bac
 # --------------------------------------------------------------------------- damaged stores (case 3)
 def _filled_store(path, rows=150):
     """A store of `rows` realistic records, closed (everything in the main file)."""
-    with Store(path) as store:
+    with open_store(path) as store:
         store.begin_session("olds", [{"run_key": f"k{i}"} for i in range(rows)], scenario_path=None, command="test")
         for i in range(rows):
             store.add(Result(run_id=f"old{i}", session_id="olds", run_key=f"k{i}", status="ok",
@@ -485,7 +485,7 @@ def test_a_damaged_store_is_refused_untouched_before_any_run(tmp_path, fake_back
     result = runner.invoke(main, ["results", "--import", str(db), "--store", str(tmp_path / "new.db")])
     if how in ("last_page", "middle_page"):
         assert result.exit_code == 0, result.output
-        with Store(tmp_path / "new.db") as store:
+        with open_store(tmp_path / "new.db") as store:
             saved = store.records()
             assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert 100 <= len(saved) < 150 and all(r["session_id"] == "olds" for r in saved)
@@ -498,13 +498,13 @@ def test_a_damaged_store_is_refused_untouched_before_any_run(tmp_path, fake_back
 
 def test_a_new_store_is_created_whole_and_an_empty_file_is_never_taken_for_one(tmp_path):
     db = tmp_path / "new.db"
-    with Store(db) as store:
+    with open_store(db) as store:
         assert store.sessions() == []
     assert db.stat().st_size > 0  # created whole: never a 0-byte file a crash could leave behind
     assert not [p for p in tmp_path.iterdir() if ".creating-" in p.name]
     (tmp_path / "touched.db").write_bytes(b"")
     with pytest.raises(Exception) as info:
-        Store(tmp_path / "touched.db")
+        open_store(tmp_path / "touched.db")
     assert "0 bytes" in str(info.value) and (tmp_path / "touched.db").stat().st_size == 0
     foreign = tmp_path / "foreign.db"
     db = sqlite3.connect(foreign)
@@ -513,7 +513,7 @@ def test_a_new_store_is_created_whole_and_an_empty_file_is_never_taken_for_one(t
     db.close()
     before = foreign.read_bytes()
     with pytest.raises(Exception) as info:
-        Store(foreign)
+        open_store(foreign)
     assert "not a harness store (tables: notes)" in str(info.value) and foreign.read_bytes() == before
 
 
@@ -544,9 +544,9 @@ def test_a_result_the_store_cannot_take_is_kept_beside_it_and_taken_back(tmp_pat
                                                                           monkeypatch, error, take_back):
     path = _fake_scenario(write_scenario, tmp_path, 5)
     db = tmp_path / "f.db"
-    opened = Store._open_writable
+    opened = SQLiteStore._open_writable
     with monkeypatch.context() as patch:
-        patch.setattr(Store, "_open_writable", lambda self: _FailingConnection(opened(self), 2, error))
+        patch.setattr(SQLiteStore, "_open_writable", lambda self: _FailingConnection(opened(self), 2, error))
         result = CliRunner().invoke(main, ["run", path, "--store", str(db), "-q"])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
@@ -555,7 +555,7 @@ def test_a_result_the_store_cannot_take_is_kept_beside_it_and_taken_back(tmp_pat
     kept = json.loads(side.read_text())
     assert len(kept["records"]) == 3 and all(r["status"] == "ok" for r in kept["records"])  # 2 stored, the 3rd not
     assert len(kept["sessions"]) == 1 and len(kept["sessions"][0]["plan"]) == 5
-    with Store(db) as store:
+    with open_store(db) as store:
         assert len(store.records()) == 2
         (session,) = store.sessions()
     assert session["state"] == "failed"  # never left running
@@ -634,7 +634,7 @@ def test_a_full_disk_under_an_existing_store_is_named_and_leaves_the_store_as_it
         tmp_path, fake_backend, write_scenario, harness_cli, small_filesystem):
     path = _fake_scenario(write_scenario, tmp_path, 1)
     db = small_filesystem / "old.db"
-    Store(db).close()
+    open_store(db).close()
     before = db.read_bytes()
     _fill(small_filesystem)
     code, _, err = harness_cli("run", path, "--store", str(db))
@@ -662,7 +662,7 @@ def test_a_signal_at_a_random_moment_loses_no_row(tmp_path, fake_backend, write_
     _, err = proc.communicate(timeout=120)
     assert "Traceback" not in err
     reported = len(re.findall(r"^\[\d+/\d+\] ok", err, re.M))  # each line is printed once its row is stored
-    with Store(db) as store:  # opening it marks a session whose process is gone
+    with open_store(db) as store:  # opening it marks a session whose process is gone
         rows = store.records()
         sessions = store.sessions()
         assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.session.plan import RunSpec, run_key
 from harness.session.runner import Runner
 from harness.timing.settings import Measure
@@ -40,7 +40,7 @@ def spec(action="ok", timeout_s=120.0, **options) -> RunSpec:
 
 @pytest.fixture
 def runner(tmp_path, fake_backend):
-    store = Store(tmp_path / "r.db")
+    store = open_store(tmp_path / "r.db")
     yield Runner(store)
     store.close()
 
@@ -144,7 +144,7 @@ def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(
     code, out, err = harness_cli("run", path, "--store", "one.db")
     assert code == 3, err  # an answer, not a failure, but no run measured anything: exit 3
     assert time.monotonic() - started < 60
-    with Store(tmp_path / "one.db") as store:
+    with open_store(tmp_path / "one.db") as store:
         (record,) = store.records()
     assert record["status"] == "unsupported" and record["duration_s"] == 0.0  # no worker was started
     assert "batch_size 2 or more" in record["error"] and "per channel" in record["error"]
@@ -195,11 +195,11 @@ def test_the_store_keeps_every_committed_row_after_the_session_is_killed(tmp_pat
     # .db files of a killed session without their logs, and the rows in the logs were gone)
     alone = tmp_path / "alone.db"
     shutil.copyfile(db, alone)
-    with Store(alone, readonly=True) as store:
+    with open_store(alone, readonly=True) as store:
         assert len(store.records()) >= 3 and store.sessions()
-    with Store(db, readonly=True) as store:  # reading changes nothing: still `running`
+    with open_store(db, readonly=True) as store:  # reading changes nothing: still `running`
         assert store.sessions()[0]["state"] == "running"
-    with Store(db) as store:  # opened for writing: its process is gone, so it is marked
+    with open_store(db) as store:  # opened for writing: its process is gone, so it is marked
         rows = store.records()
         (session,) = store.sessions()
         assert store.abandoned == [session["session_id"]]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from harness.errors import InputError
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.session.executors.queue import JobState
 from harness.session.executors.settings import SlurmSettings
 from harness.session.executors.slurm import SlurmExecutor, _Job
@@ -64,7 +64,7 @@ def _wait(predicate, timeout=120, what="condition"):
 
 def _sessions(url):
     try:
-        with Store(url, readonly=True) as store:
+        with open_store(url, readonly=True) as store:
             return [s["session_id"] for s in store.sessions()]
     except InputError:  # the submitter has not created the tables yet
         return []
@@ -94,7 +94,7 @@ def test_a_sweep_through_slurm_into_postgresql_with_scancel_and_a_time_limit(tmp
         kept = f"/var/spool/slurmctld/hash.{int(array) % 10}/job.{array}/environment"
         assert os.path.exists(kept) and "harness-test" not in open(kept, encoding="latin-1").read()
     _wait(lambda: _started(tmp_path, 4), what="every job to start")
-    with Store(pg_url, readonly=True) as store:
+    with open_store(pg_url, readonly=True) as store:
         # runs that ended are stored while the others still run
         _wait(lambda: len(store.records()) >= 2, what="the short runs' results")
         assert len(store.records()) == 2
@@ -108,7 +108,7 @@ def test_a_sweep_through_slurm_into_postgresql_with_scancel_and_a_time_limit(tmp
     subprocess.run(["scancel", cancel], check=True)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 1, err  # a run failed and one timed out
-    with Store(pg_url, readonly=True) as store:
+    with open_store(pg_url, readonly=True) as store:
         records = _by_seconds(store.records())
         session = store.sessions()[0]
     assert session["state"] == "finished" and session["results"] == 4
@@ -127,7 +127,7 @@ def test_ctrl_c_cancels_the_jobs_and_resume_submits_only_the_rest(tmp_path, fake
     path = _scenario(tmp_path, [1.0, 1.1, 1.2, 1.3])
     proc = _submit(tmp_path, path, "--executor", "slurm", "--slurm-config", str(config), "--store", pg_url)
     _wait(lambda: _started(tmp_path, 2), what="the second job to start")
-    with Store(pg_url, readonly=True) as store:
+    with open_store(pg_url, readonly=True) as store:
         session_id = store.sessions()[0]["session_id"]
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
@@ -136,7 +136,7 @@ def test_ctrl_c_cancels_the_jobs_and_resume_submits_only_the_rest(tmp_path, fake
     left = _wait(lambda: (lambda j: j if not {"PENDING", "RUNNING", "COMPLETING"} & set(j.values()) else None)(
         _session_jobs(session_id)), timeout=60, what="the jobs to be cancelled")
     assert "CANCELLED" in left.values()
-    with Store(pg_url, readonly=True) as store:
+    with open_store(pg_url, readonly=True) as store:
         first = store.records()
         assert store.sessions()[0]["state"] == "interrupted"
     assert 1 <= len(first) < 4
@@ -145,7 +145,7 @@ def test_ctrl_c_cancels_the_jobs_and_resume_submits_only_the_rest(tmp_path, fake
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"{4 - len(first)} of 4 run(s) have no ok result" in done.stderr
-    with Store(pg_url, readonly=True) as store:
+    with open_store(pg_url, readonly=True) as store:
         records = store.records()
         assert store.sessions()[0]["state"] == "finished"
     assert len(records) == 4 and len({r["run_key"] for r in records}) == 4
@@ -160,19 +160,19 @@ def test_a_node_drained_mid_session_holds_the_jobs_and_says_why(tmp_path, fake_b
     try:
         _wait(lambda: _started(tmp_path, 1), what="the first job to start")
         subprocess.run(["scontrol", "update", "NodeName=localhost", "State=DRAIN", "Reason=harness-test"], check=True)
-        with Store(pg_url, readonly=True) as store:
+        with open_store(pg_url, readonly=True) as store:
             session_id = store.sessions()[0]["session_id"]
         _wait(lambda: "PENDING" in _session_jobs(session_id).values() and
               all(v != "RUNNING" for v in _session_jobs(session_id).values()), what="the first job to end")
         time.sleep(2)  # the submitter sees the reason
-        with Store(pg_url, readonly=True) as store:
+        with open_store(pg_url, readonly=True) as store:
             assert len(store.records()) == 1  # the running job finished on the draining node
     finally:
         subprocess.run(["scontrol", "update", "NodeName=localhost", "State=RESUME"], check=True)
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     assert "slurm: job(s) pending:" in err and "DRAINED" in err
-    with Store(pg_url, readonly=True) as store:
+    with open_store(pg_url, readonly=True) as store:
         assert [r["status"] for r in store.records()] == ["ok"] * 3
 
 

@@ -17,9 +17,9 @@ from harness.errors import InputError, StoreError, StoreWriteError
 from harness.results.record import FIELDS, Result
 from harness.results.store import (
     SIDE_MARK,
-    Store,
     explain,
     load_results,
+    open_store,
     owner_alive,
     process_owner,
     read_importable,
@@ -38,7 +38,7 @@ def _result(i: int, session: str = "s1", **fields) -> Result:
 
 def _filled(path, n: int = 6, session: str = "s1") -> list[Result]:
     results = [_result(i, session) for i in range(n)]
-    with Store(path) as store:
+    with open_store(path) as store:
         store.begin_session(session, [{"run_key": r.run_key} for r in results], scenario_path="sc.yaml",
                             command="harness run sc.yaml", settings={"timeout": 5})
         for r in results:
@@ -50,7 +50,7 @@ def _filled(path, n: int = 6, session: str = "s1") -> list[Result]:
 # --------------------------------------------------------------------------- add and read back
 def test_results_added_are_read_back_typed_and_as_the_rows_stored(tmp_path):
     results = _filled(tmp_path / "a.db")
-    with Store(tmp_path / "a.db", readonly=True) as store:
+    with open_store(tmp_path / "a.db", readonly=True) as store:
         typed = store.results()
         rows = store.records()
         assert store.results(["nope"]) == []
@@ -60,7 +60,7 @@ def test_results_added_are_read_back_typed_and_as_the_rows_stored(tmp_path):
 
 
 def test_a_figure_that_is_not_finite_is_stored_as_null(tmp_path):
-    with Store(tmp_path / "n.db") as store:
+    with open_store(tmp_path / "n.db") as store:
         store.add(_result(0, median=None, cv=math.nan, samples=[1.0, math.inf]))
         (row,) = store.records()
         (typed,) = store.results()
@@ -68,7 +68,7 @@ def test_a_figure_that_is_not_finite_is_stored_as_null(tmp_path):
 
 
 def test_a_run_stored_again_replaces_its_row(tmp_path):
-    with Store(tmp_path / "r.db") as store:
+    with open_store(tmp_path / "r.db") as store:
         store.add(_result(0, status="failed"))
         store.add(_result(0))
         assert [r.status for r in store.results()] == ["ok"]
@@ -77,7 +77,7 @@ def test_a_run_stored_again_replaces_its_row(tmp_path):
 def test_a_newer_versions_fields_are_kept_through_an_import(tmp_path):
     row = {**_result(0).to_dict(), "from_the_future": {"x": 1}}
     (tmp_path / "new.json").write_text(json.dumps([row]))
-    with Store(tmp_path / "i.db") as store:
+    with open_store(tmp_path / "i.db") as store:
         store.import_file(tmp_path / "new.json")
         (typed,) = store.results()
         (stored,) = store.records()
@@ -89,7 +89,7 @@ def test_an_earlier_versions_record_is_imported_as_it_was_and_read_with_defaults
     (tmp_path / "old.json").write_text(json.dumps([row]))
     (typed,), _, _ = read_importable(tmp_path / "old.json")
     assert typed.median == 3.0 and typed.replicas == 1 and typed.samples == []
-    with Store(tmp_path / "i.db") as store:
+    with open_store(tmp_path / "i.db") as store:
         store.import_file(tmp_path / "old.json")
         assert store.records() == [row] and store.results() == [typed]  # no field added to what it stored
 
@@ -98,7 +98,7 @@ def test_an_earlier_versions_record_is_imported_as_it_was_and_read_with_defaults
 def test_a_session_keeps_its_plan_settings_owner_and_state(tmp_path):
     db = tmp_path / "s.db"
     _filled(db)
-    with Store(db) as store:
+    with open_store(db) as store:
         session = store.session("s1")
         assert session["plan"][0] == {"run_key": "k0"} and session["settings"] == {"timeout": 5}
         assert session["state"] == "finished" and session["command"] == "harness run sc.yaml"
@@ -114,7 +114,7 @@ def test_a_session_keeps_its_plan_settings_owner_and_state(tmp_path):
 
 def test_a_session_is_found_by_its_id_or_a_unique_literal_prefix(tmp_path):
     db = tmp_path / "p.db"
-    with Store(db) as store:
+    with open_store(db) as store:
         for sid in ("abc1", "abc2", "x_y"):
             store.begin_session(sid, [], scenario_path=None, command="c")
         assert store.find_sessions("abc1") == ["abc1"] and store.find_sessions("abc") == ["abc1", "abc2"]
@@ -131,7 +131,7 @@ def test_a_session_is_found_by_its_id_or_a_unique_literal_prefix(tmp_path):
 
 def test_a_session_known_only_by_imported_records_is_resolved_from_them(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps([_result(0, session="lonely").to_dict()]))
-    with Store(tmp_path / "o.db") as store:
+    with open_store(tmp_path / "o.db") as store:
         store.import_file(tmp_path / "r.json")
         assert store.sessions() == [] and store.resolve_session("lon") == "lonely"
 
@@ -154,13 +154,13 @@ def test_a_session_whose_process_ended_is_marked_abandoned_when_the_store_is_ope
     child.wait()
     assert owner_alive(gone) is False
     db = tmp_path / "ab.db"
-    with Store(db) as store:
+    with open_store(db) as store:
         store.begin_session("dead", [], scenario_path=None, command="c")
         store.begin_session("live", [], scenario_path=None, command="c")
         store._db.execute("UPDATE sessions SET owner=? WHERE session_id='dead'", (json.dumps(gone),))
-    with Store(db, readonly=True) as store:  # reading changes nothing
+    with open_store(db, readonly=True) as store:  # reading changes nothing
         assert store.abandoned == [] and store.session("dead")["state"] == "running"
-    with Store(db) as store:
+    with open_store(db) as store:
         assert store.abandoned == ["dead"]
         assert {s["session_id"]: s["state"] for s in store.sessions()} == {"dead": "abandoned", "live": "running"}
 
@@ -183,7 +183,7 @@ class _FullDisk:
 
 def test_a_result_the_store_cannot_take_is_kept_in_a_side_file_and_imported_typed(tmp_path):
     db = tmp_path / "f.db"
-    with Store(db) as store:
+    with open_store(db) as store:
         store.begin_session("s1", [{"run_key": "k0"}, {"run_key": "k1"}], scenario_path=None, command="c")
         store.add(_result(0))
         store._db = _FullDisk(store._db)
@@ -199,23 +199,23 @@ def test_a_result_the_store_cannot_take_is_kept_in_a_side_file_and_imported_type
     records, sessions, unreadable = read_importable(side)
     assert records == [_result(0), _result(1)] and all(isinstance(r, Result) for r in records)
     assert [s["session_id"] for s in sessions] == ["s1"] and unreadable == 0
-    with Store(db) as store:
+    with open_store(db) as store:
         counts = store.import_file(side)
         assert counts == {"records": 2, "new": 1, "sessions": 1, "new_sessions": 0, "unreadable": 0}
         assert store.results() == [_result(0), _result(1)]
-    with Store(tmp_path / "elsewhere.db") as other:
+    with open_store(tmp_path / "elsewhere.db") as other:
         other.import_file(side)
         assert other.session("s1")["state"] == "interrupted"  # left running by the process that wrote it
 
 
 def test_a_json_export_is_imported_into_another_store_as_it_was(tmp_path):
     results = _filled(tmp_path / "a.db")
-    with Store(tmp_path / "a.db", readonly=True) as store:
+    with open_store(tmp_path / "a.db", readonly=True) as store:
         exported = export_text(store.records(), "json")
     (tmp_path / "a.json").write_text(exported)
     records, sessions, unreadable = read_importable(tmp_path / "a.json")
     assert records == results and sessions == [] and unreadable == 0
-    with Store(tmp_path / "b.db") as store:
+    with open_store(tmp_path / "b.db") as store:
         assert store.import_file(tmp_path / "a.json")["new"] == 6
         assert store.import_file(tmp_path / "a.json")["new"] == 0  # present already: left as it was
         assert export_text(store.records(), "json") == exported
@@ -241,7 +241,7 @@ def test_a_file_that_is_not_importable_is_refused_naming_its_field(tmp_path, con
 # --------------------------------------------------------------------------- damaged stores
 def test_a_damaged_store_is_refused_untouched_and_what_it_still_holds_is_salvaged(tmp_path):
     db = tmp_path / "d.db"
-    with Store(db) as store:
+    with open_store(db) as store:
         store.begin_session("olds", [], scenario_path=None, command="c")
         for i in range(150):
             store.add(Result(run_id=f"old{i}", session_id="olds", run_key=f"k{i}", status="ok",
@@ -252,12 +252,12 @@ def test_a_damaged_store_is_refused_untouched_and_what_it_still_holds_is_salvage
     before = db.read_bytes()
     for readonly in (False, True):
         with pytest.raises(StoreError) as refused:
-            Store(db, readonly=readonly)
+            open_store(db, readonly=readonly)
         assert "damaged" in str(refused.value) and refused.value.field == "--store"
     records, sessions, unreadable = read_importable(db)
     assert 100 <= len(records) < 150 and all(isinstance(r, Result) and r.session_id == "olds" for r in records)
     assert [s["session_id"] for s in sessions] == ["olds"] and unreadable >= 0
-    with Store(tmp_path / "new.db") as store:
+    with open_store(tmp_path / "new.db") as store:
         assert store.import_file(db)["new"] == len(records)
     assert db.read_bytes() == before
 
@@ -265,11 +265,11 @@ def test_a_damaged_store_is_refused_untouched_and_what_it_still_holds_is_salvage
 def test_a_file_that_is_not_a_store_is_refused_in_words(tmp_path):
     (tmp_path / "text.db").write_bytes(b"not a database" * 400)
     with pytest.raises(StoreError) as refused:
-        Store(tmp_path / "text.db")
+        open_store(tmp_path / "text.db")
     assert "not an SQLite database" in str(refused.value)
     assert explain(sqlite3.OperationalError("database or disk is full")).startswith("the disk is full")
     with pytest.raises(StoreError):
-        Store(tmp_path / "missing.db", readonly=True)
+        open_store(tmp_path / "missing.db", readonly=True)
 
 
 # --------------------------------------------------------------------------- earlier stores, pandas
@@ -287,11 +287,11 @@ def test_a_store_of_an_earlier_version_reads_the_same_and_gains_the_session_colu
     old.execute("INSERT INTO sessions VALUES ('s', '2026-01-01', NULL, 'finished', NULL, 'c', '[]')")
     old.commit()
     old.close()
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         assert store.records() == [row] and store.session("s")["settings"] == {}
         (typed,) = store.results()
     assert typed.median == 2.0 and typed.replicas == 1  # a field it lacks takes its default
-    with Store(db) as store:
+    with open_store(db) as store:
         assert store.session("s")["owner"] is None
     assert {"settings", "owner"} <= {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(sessions)")}
 
@@ -326,18 +326,18 @@ def test_the_journal_of_a_running_session_is_not_taken_in_and_that_of_an_ended_o
     from harness.results.store import process_owner
 
     db = tmp_path / "j.db"
-    Store(db).close()
+    open_store(db).close()
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         journal = tmp_path / "j.db.unsaved-s1-20261201T000000-1.json"
         journal.write_text(json.dumps({"harness_unsaved": 1, "owner": process_owner(other.pid), "sessions": [],
                                        "records": []}))
-        with Store(db) as store:
+        with open_store(db) as store:
             assert store.side_files() == []  # another session's, still being written
     finally:
         other.kill()
         other.wait()
-    with Store(db) as store:
+    with open_store(db) as store:
         assert store.side_files() == [journal]  # its process ended: take it in
 
 
@@ -345,7 +345,7 @@ def test_a_journal_is_removed_once_every_result_reads_back_and_kept_otherwise(tm
     from harness.session.journal import Journal
 
     db = tmp_path / "j.db"
-    store = Store(db)
+    store = open_store(db)
     store.begin_session("s1", [], scenario_path=None, command="test")
     journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
     records = [Result(run_id=f"r{i}", session_id="s1", run_key=f"k{i}", status="ok") for i in range(3)]
@@ -372,7 +372,7 @@ def test_an_interrupt_whose_handler_runs_inside_a_journal_add_waits_until_the_st
     from harness.session.journal import Journal
     from harness.session.runner import Interrupted, trap_signals
 
-    store = Store(tmp_path / "i.db")
+    store = open_store(tmp_path / "i.db")
     store.begin_session("s1", [], scenario_path=None, command="test")
     journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
     real_add, seen = store.add, []
@@ -397,7 +397,7 @@ def test_a_journal_no_folder_takes_still_says_what_the_store_lost(tmp_path, monk
     from harness.results.store import sidefiles
     from harness.session.journal import Journal
 
-    store = Store(tmp_path / "n.db")
+    store = open_store(tmp_path / "n.db")
     journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
     monkeypatch.setattr(sidefiles, "write_atomic", lambda path, text: False)  # no folder takes a file
     monkeypatch.setattr(store, "add", lambda result: None)  # a store that loses what it is given

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.present.table import cell, fit, results_text, terminal_width
 from harness.results.record import Result
-from harness.results.store import Store
+from harness.results.store import open_store
 
 LONG_NOTE = ("CV 12.3% exceeds 5%: spread too wide to trust; busy machine: load average 3.1 exceeds the 2 cores; "
              "rate fell 33% from the first to the last timed block")
@@ -35,7 +35,7 @@ def _result(run_id, **fields) -> Result:
 
 
 def _store(path, records, sessions=()):
-    with Store(path) as store:
+    with open_store(path) as store:
         for sid, command in sessions:
             store.begin_session(sid, [{"run_key": "k"}] * 2, scenario_path="scenarios/quickstart.yaml", command=command)
             store.end_session(sid, "finished")

@@ -7,7 +7,7 @@ import pytest
 
 from harness.errors import InputError
 from harness.results.record import Result, utc_now
-from harness.results.store import Store
+from harness.results.store import open_store
 from harness.session.app import (
     EXIT_TIME_LIMIT,
     SessionRequest,
@@ -79,7 +79,7 @@ def test_a_run_starts_only_while_its_expected_time_fits_what_is_left(tmp_path, f
         now[0] += 12.0
         return _ok(spec, 12.0)
 
-    with Store(str(tmp_path / "s.db")) as store:
+    with open_store(str(tmp_path / "s.db")) as store:
         limit = TimeLimit(30.0, lambda spec, done: expected_duration(spec, earlier + done), clock=lambda: now[0])
         runner = Runner(store, time_limit=limit)
         runner.execute = execute
@@ -100,7 +100,7 @@ def test_a_run_with_nothing_to_go_by_starts_while_time_is_left(tmp_path, fake_ba
         now[0] += 5.0
         return _ok(spec, 5.0)
 
-    with Store(str(tmp_path / "s.db")) as store:
+    with open_store(str(tmp_path / "s.db")) as store:
         runner = Runner(store, time_limit=TimeLimit(7.0, lambda spec, done: None, clock=lambda: now[0]))
         runner.execute = execute
         outcome = runner.run(plan)
@@ -119,13 +119,13 @@ def test_a_session_stopped_by_its_time_limit_exits_75_and_resumes(tmp_path, fake
     assert "time limit (0.01 s) reached: 0 run(s) finished" in err
     assert "run 1 (" in err and "earlier run(s) of its configuration" in err
     resume = err.split("Go on with: ")[1].split()
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         sessions = store.sessions()
         assert len(store.results()) == 2 and sessions[-1]["state"] == "interrupted"
     assert resume[:3] == ["harness", "run", "--resume"] and resume[3] == sessions[-1]["session_id"]
     code, _, err = harness_cli("run", "--resume", resume[3], "--store", db, "--time-limit", "10m", "-q")
     assert code == 0, err
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         assert len(store.results()) == 4 and store.sessions()[-1]["state"] == "finished"
     code, out, _ = harness_cli("run", path, "--store", db, "--time-limit", "9m", "--dry-run")
     assert code == 0 and "time limit: 9 min from the session's start" in out

@@ -14,6 +14,7 @@ from harness.present.table import fit, run_time, summary_table
 from harness.results.store import (
     Store,
     default_store_path,
+    open_store,
     read_importable,
     store_exists,
 )
@@ -59,7 +60,7 @@ def take_in(path: str, sources) -> None:
     checked before anything is written."""
     for source in sources:
         read_importable(source)
-    with Store(path) as store:
+    with open_store(path) as store:
         for source in sources:
             counts = store.import_file(source)
             skipped = f", {counts['unreadable']} unreadable row(s) skipped" if counts["unreadable"] else ""
@@ -71,7 +72,7 @@ def _reader(path: str) -> Store:
     """The store at path, opened for reading (InputError where there is no such file)."""
     if not store_exists(path):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
-    return Store(path, readonly=True)
+    return open_store(path, readonly=True)
 
 
 def check_output(output: str | None) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from harness.errors import InputError, StoreError, StoreWriteError
 from harness.machine.envcheck import environment_warnings
 from harness.results.record import Result, utc_now
-from harness.results.store import Store, process_owner, store_exists
+from harness.results.store import Store, open_store, process_owner, store_exists
 from harness.session.capacity import find_max_batch
 from harness.session.executors import executor_for
 from harness.session.forecast import Durations, Forecast, forecast
@@ -150,7 +150,7 @@ def _stored_records(path) -> list[Result]:
     if not path or not store_exists(str(path)):
         return []
     try:
-        with Store(str(path), readonly=True) as store:
+        with open_store(str(path), readonly=True) as store:
             return store.results()
     except (InputError, OSError):
         return []
@@ -326,7 +326,7 @@ def run_session(prepared: PreparedSession, observer: SessionObserver | None = No
     exception marks the session failed (interrupted for Ctrl-C) before it propagates.
     """
     observer = observer or SessionObserver()
-    store = Store(prepared.store_path)
+    store = open_store(prepared.store_path)
     if prepared.resumed is not None:
         store.session(prepared.session_id)  # known to the store, for a side file
     begun = False

@@ -20,24 +20,26 @@ import json
 import os
 import signal
 import threading
+from pathlib import Path
 from typing import Callable
 
 from harness.errors import StoreWriteError
 from harness.results.record import Result
+from harness.results.store import Store
 from harness.results.store.schema import stored_record
 from harness.results.store.sidefiles import Unsaved
 
 
-def _reopen(store):
+def _reopen(store: Store) -> Store:
     """A fresh read-only connection to the store a session wrote (the same store: its own `reopen`)."""
     return store.reopen(readonly=True)
 
 
 class Journal:
     """A store seen through the session's journal: `add` writes the result to the journal, then to the store;
-    everything else is the store's own."""
+    every other method of the Store protocol is the store's own, passed on one by one."""
 
-    def __init__(self, store, session: dict, reopen: Callable | None = None):
+    def __init__(self, store: Store, session: dict, reopen: Callable[[Store], Store] | None = None):
         """`session` is the session as the store holds it (its id, plan, settings, state); `reopen` gives a
         fresh read-only view of the same store (by default the store's class opened `readonly` at its path)."""
         self.store = store
@@ -66,9 +68,89 @@ class Journal:
             self._kept.write()  # where no folder takes it, the result is as durable as the store; settle says so
             self.store.add(result)
 
-    def __getattr__(self, name):
-        return getattr(self.store, name)
+    # ------------------------------------------------------------------ the rest of the Store protocol: the store's
+    @property
+    def path(self) -> str:
+        """The store's name in messages."""
+        return self.store.path
 
+    @property
+    def abandoned(self) -> list[str]:
+        """The sessions the store marked abandoned when it was opened."""
+        return self.store.abandoned
+
+    def begin_session(self, session_id: str, plan: list[dict], *, scenario_path: str | None, command: str,
+                      settings: dict | None = None) -> None:
+        """The store's begin_session."""
+        self.store.begin_session(session_id, plan, scenario_path=scenario_path, command=command, settings=settings)
+
+    def reopen_session(self, session_id: str) -> None:
+        """The store's reopen_session."""
+        self.store.reopen_session(session_id)
+
+    def end_session(self, session_id: str, state: str) -> None:
+        """The store's end_session."""
+        self.store.end_session(session_id, state)
+
+    def import_file(self, path: str | os.PathLike) -> dict:
+        """The store's import_file."""
+        return self.store.import_file(path)
+
+    def results(self, session_ids: list[str] | None = None) -> list[Result]:
+        """The store's results."""
+        return self.store.results(session_ids)
+
+    def records(self, session_ids: list[str] | None = None) -> list[dict]:
+        """The store's records."""
+        return self.store.records(session_ids)
+
+    def find_sessions(self, session_id: str) -> list[str]:
+        """The store's find_sessions."""
+        return self.store.find_sessions(session_id)
+
+    def resolve_session(self, prefix: str) -> str:
+        """The store's resolve_session."""
+        return self.store.resolve_session(prefix)
+
+    def session(self, session_id: str) -> dict | None:
+        """The store's session."""
+        return self.store.session(session_id)
+
+    def sessions(self) -> list[dict]:
+        """The store's sessions."""
+        return self.store.sessions()
+
+    def ok_medians(self, run_key: str) -> list[float]:
+        """The store's ok_medians."""
+        return self.store.ok_medians(run_key)
+
+    def decided_results(self, session_id: str, status: str) -> list[tuple[str, int | None, str]]:
+        """The store's decided_results."""
+        return self.store.decided_results(session_id, status)
+
+    def ok_results(self, session_id: str) -> list[tuple[str, int | None]]:
+        """The store's ok_results."""
+        return self.store.ok_results(session_id)
+
+    def side_files(self) -> list[Path]:
+        """The store's side files (this session's journal, whose process runs, is not one of them)."""
+        return self.store.side_files()
+
+    def reopen(self, *, readonly: bool = True) -> Store:
+        """The store through a new connection (without the journal)."""
+        return self.store.reopen(readonly=readonly)
+
+    def close(self) -> None:
+        """Close the store (the journal stays until `settle`)."""
+        self.store.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the journal's own
     def missing(self) -> tuple[list[str], str | None]:
         """(run ids of this session's results a fresh view of the store does not give back, why none could be
         read where it could not be opened or read)."""

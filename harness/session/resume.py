@@ -10,6 +10,7 @@ from harness.errors import InputError
 from harness.results.store import (
     Store,
     default_store_path,
+    open_store,
     owner_alive,
     read_importable,
     store_exists,
@@ -98,7 +99,7 @@ def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, in
     if not store_exists(path):
         raise InputError(f"--resume {resume}: store {path}: no such file; give the --store the session ran with",
                          source=path, field="--store")
-    with Store(path, readonly=True) as reader:  # nothing is written until the session is known
+    with open_store(path, readonly=True) as reader:  # nothing is written until the session is known
         matches = reader.find_sessions(resume)
         if len(matches) != 1:
             found = f"{len(matches)} sessions match ({', '.join(matches[:10])})" if matches else "no session matches"

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from harness.errors import InputError
 from harness.results.record import Result
-from harness.results.store import Store, default_store_path, store_exists
+from harness.results.store import Store, default_store_path, open_store, store_exists
 from harness.seam.backend import available_backends, backend_names
 from harness.timing import stats
 from harness.workloads import WORKLOADS
@@ -84,7 +84,7 @@ def load_records(store_path: str | None, sessions: Iterable[str] = ()) -> list[R
     path = default_store_path(store_path)
     if not store_exists(path):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
-    with Store(path, readonly=True) as store:
+    with open_store(path, readonly=True) as store:
         full_ids = _session_ids(store, path, sessions)
         records = store.results(full_ids or None)
     if not records:

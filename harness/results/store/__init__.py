@@ -1,4 +1,11 @@
-"""The results store: an embedded SQLite file, one row per result, committed as each arrives.
+"""The results store: where records live, one row per result, committed as each arrives.
+
+A store is anything that implements `Store` (contract.py): the session, compare, report, the results page
+and the commands call nothing else on one. `open_store(location, readonly=...)` opens the store a
+location names, by its scheme (`registry`: the `harness.stores` entry points): an SQLite file for a path
+(`sqlite.SQLiteStore`), a PostgreSQL database for a postgresql:// URL (`postgres.PostgresStore`), the same
+store on a server that jobs and people on many hosts share. Both are `sqlstore.SQLStore`: one write path,
+one set of queries (`queries`), with only their dialects apart.
 
 Nothing measured is lost (docs/reliability.md):
 
@@ -14,28 +21,28 @@ Nothing measured is lost (docs/reliability.md):
   the next time the store is opened for writing: each session records its owner (`liveness`), so a
   reused pid does not keep a dead session `running`.
 
-The store itself is `database.Store`; a postgresql:// URL opens `postgres.PostgresStore`, the same store on a
-database server that jobs and people on many hosts share (its queries are `queries.StoreQueries`, shared by
-both). `frame` gives results as a pandas DataFrame.
+`frame` gives results as a pandas DataFrame.
 """
 
-from harness.results.store.database import (
-    DEFAULT_STORE,
-    Store,
-    default_store_path,
-    store_exists,
-)
+from harness.results.store.contract import Store, StoreClass, open_store, store_exists
 from harness.results.store.failures import explain
 from harness.results.store.frame import load_results, records_frame
 from harness.results.store.imports import read_importable, read_rows
 from harness.results.store.liveness import owner_alive, process_owner
+from harness.results.store.location import (
+    DEFAULT_STORE,
+    StoreLocation,
+    default_store_path,
+    parse_location,
+)
 from harness.results.store.opening import BUSY_TIMEOUT_MS
-from harness.results.store.postgres import PostgresStore, is_server_url, redact
+from harness.results.store.registry import redact
 from harness.results.store.schema import SQLITE_HEADER
 from harness.results.store.sidefiles import SIDE_MARK
+from harness.results.store.sqlite import SQLiteStore
 
 __all__ = [
-    "BUSY_TIMEOUT_MS", "DEFAULT_STORE", "SIDE_MARK", "SQLITE_HEADER", "Store", "default_store_path", "explain",
-    "PostgresStore", "is_server_url", "load_results", "owner_alive", "process_owner", "read_importable", "read_rows",
-    "records_frame", "redact", "store_exists",
+    "BUSY_TIMEOUT_MS", "DEFAULT_STORE", "SIDE_MARK", "SQLITE_HEADER", "SQLiteStore", "Store", "StoreClass",
+    "StoreLocation", "default_store_path", "explain", "load_results", "open_store", "owner_alive", "parse_location",
+    "process_owner", "read_importable", "read_rows", "records_frame", "redact", "store_exists",
 ]

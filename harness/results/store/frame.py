@@ -6,7 +6,8 @@ import os
 
 from harness.errors import InputError
 from harness.results.record import FIELDS, Result
-from harness.results.store.database import Store, default_store_path, store_exists
+from harness.results.store.contract import open_store, store_exists
+from harness.results.store.location import default_store_path
 
 
 def records_frame(records: list[Result] | list[dict]):
@@ -28,5 +29,5 @@ def load_results(store: str | os.PathLike | None = None, *, session: str | None 
     path = default_store_path(store)
     if not store_exists(path):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
-    with Store(path, readonly=True) as s:
+    with open_store(path, readonly=True) as s:
         return records_frame(s.records([session] if session else None))

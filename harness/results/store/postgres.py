@@ -1,8 +1,8 @@
 """A results store in a PostgreSQL database (`--store postgresql://USER@HOST:PORT/DB`), through psycopg 3.
 
-The same tables (schema.POSTGRES_SCHEMA) and the same behaviour as the SQLite store: one row per result,
-committed as it arrives; sessions with their plan, settings and owner; imports; the same queries
-(`StoreQueries`). What differs, and why:
+The same tables (schema.POSTGRES_SCHEMA) and the same behaviour as the SQLite store, through the same code
+(`sqlstore.SQLStore`: one row per result, committed as it arrives; sessions with their plan, settings and
+owner; imports; the same queries). What differs, and why, is here:
 
 - Several hosts write one database at once; the submitting `harness run` writes (the jobs only write
   JSON result files), so one connection per session does the writing, and the database server, not a
@@ -21,6 +21,7 @@ committed as it arrives; sessions with their plan, settings and owner; imports; 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -33,20 +34,9 @@ except ImportError:  # pragma: no cover - the test environments install it
     psycopg = None
 
 from harness.errors import StoreError, StoreWriteError
-from harness.results.record import Result, utc_now
-from harness.results.store.imports import read_rows
-from harness.results.store.liveness import owner_alive, process_owner
-from harness.results.store.queries import StoreQueries
-from harness.results.store.schema import (
-    POSTGRES_SCHEMA,
-    SESSION_KEYS,
-    clean,
-    imported_session_row,
-    result_row,
-    stored_record,
-    upsert_result,
-)
-from harness.results.store.sidefiles import Unsaved
+from harness.results.store.location import StoreLocation, redact_urls
+from harness.results.store.schema import POSTGRES_SCHEMA
+from harness.results.store.sqlstore import SQLStore
 
 #: How a store given by URL starts.
 SCHEMES = ("postgresql://", "postgres://")
@@ -58,36 +48,24 @@ STALE_S = 120.0
 CONNECT_TIMEOUT_S = 10
 #: The advisory lock that lets one writer at a time create the tables.
 _SCHEMA_LOCK = 0x4A52_5354
-
-_URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*):[^@\s]*@")
-_QUERY_PASSWORD = re.compile(r"([?&])password=[^&\s]*&?")
+_SCHEME_PATTERN = r"postgres(?:ql)?"
 
 
 def is_server_url(target: str | None) -> bool:
-    """Whether a --store value names a database server (postgresql://...) rather than an SQLite file."""
-    return bool(target) and str(target).startswith(SCHEMES)
+    """Whether a --store value names a PostgreSQL server (postgresql://..., any case) rather than an SQLite file."""
+    return bool(target) and str(target).lower().startswith(SCHEMES)
 
 
 def redact(text: str) -> str:
     """Text with the password of every postgresql:// URL in it taken out (a command line, a message)."""
-    text = _URL_PASSWORD.sub(r"\1@", str(text))
-    return _QUERY_PASSWORD.sub(lambda m: m.group(1) if m.group(0).endswith("&") else "", text)
+    return redact_urls(text, _SCHEME_PATTERN)
 
 
-def _scrub(message: str, password: str | None) -> str:
+def _scrub(message, password: str | None) -> str:
     """A server's message, first line only, without the password."""
     line = (str(message).strip().splitlines() or ["unknown error"])[0]
     line = redact(line)
     return line.replace(password, "***") if password else line
-
-
-def _connect(url: str, display: str, password: str | None) -> psycopg.Connection:
-    """An autocommit connection (StoreError, one line without the password, if the server refuses it)."""
-    try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="harness")
-    except psycopg.Error as exc:
-        raise StoreError(f"store {display}: cannot connect: {_scrub(exc, password)}", source=display,
-                         field="--store") from None
 
 
 class _Heartbeat(threading.Thread):
@@ -118,64 +96,58 @@ class _Heartbeat(threading.Thread):
         self._stop.set()
 
 
-class PostgresStore(StoreQueries):
+class PostgresStore(SQLStore):
     """A results store in a PostgreSQL database. Opening it connects and checks it (StoreError, exit 2, for a bad
     URL, a refused connection or a database that is not a harness store), and creates the tables if there are none,
     unless it is opened `readonly`."""
 
     ORDER = "seq"
+    errors = (psycopg.Error,) if psycopg is not None else ()
+    _BEGUN_EXTRA = {"heartbeat": "now()"}
 
-    def reopen(self, *, readonly: bool = True) -> "PostgresStore":
-        """The same database through a new connection (the URL with its password: `path` has none)."""
-        return PostgresStore(self._url, readonly=readonly)
+    @classmethod
+    def exists(cls, location: StoreLocation | str) -> bool:
+        """Always: connecting says whether the database holds a store."""
+        return True
 
-    def __init__(self, url: str, *, readonly: bool = False):
-        self.readonly = readonly
-        if psycopg is None:
-            raise StoreError(f"store {redact(url)}: a PostgreSQL store needs psycopg 3: pip install 'harness[cluster]'",
-                             source=redact(url), field="--store")
-        try:
-            params = conninfo.conninfo_to_dict(url)
-        except psycopg.Error as exc:
-            raise StoreError(f"store {redact(url)}: not a valid PostgreSQL URL: {_scrub(exc, None)}",
-                             source=redact(url), field="--store") from None
-        self._password = params.get("password")
-        #: what the store is called in every message: the URL without its password
-        self.path = redact(url)
-        self._url = url
-        self._unsaved = Unsaved(str(Path.cwd() / self._local_name(params)))
-        self._columns = SESSION_KEYS
-        #: sessions found `running` whose owner is gone, marked `abandoned` when opened
-        self.abandoned: list[str] = []
-        self._db = _connect(url, self.path, self._password)
+    def __init__(self, location: StoreLocation | str, *, readonly: bool = False):
         self._heartbeat: _Heartbeat | None = None
-        try:
-            if readonly:
-                self._db.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-                self._check_readable()
-            else:
-                self._create_tables()
-                self._mark_abandoned()
-        except BaseException:
-            self._db.close()
-            raise
-
-    @staticmethod
-    def _local_name(params: dict) -> str:
-        """The name side files of this database take in the working folder."""
-        parts = [params.get("host") or "local", params.get("port") or "5432", params.get("dbname") or "db"]
-        return "postgresql-" + "-".join(re.sub(r"[^A-Za-z0-9._]", "_", str(p)) for p in parts)
-
-    @property
-    def side_file(self) -> str | None:
-        """The side file this process wrote when the store could not take a result, or None."""
-        return self._unsaved.path
-
-    def _failed(self, what: str, exc: BaseException) -> StoreError:
-        return StoreError(f"store {self.path}: {what}: {_scrub(exc, self._password)}", source=self.path,
-                          field="--store")
+        super().__init__(location, readonly=readonly)
 
     # ------------------------------------------------------------------ opening
+    @functools.cached_property
+    def _settings(self) -> dict:
+        """The URL's connection settings (StoreError where psycopg is missing or the URL is not valid)."""
+        if psycopg is None:
+            raise StoreError(f"store {self.path}: a PostgreSQL store needs psycopg 3: pip install 'harness[cluster]'",
+                             source=self.path, field="--store")
+        try:
+            return conninfo.conninfo_to_dict(self.location.target)
+        except psycopg.Error as exc:
+            raise StoreError(f"store {self.path}: not a valid PostgreSQL URL: {_scrub(exc, None)}",
+                             source=self.path, field="--store") from None
+
+    def _side_file_base(self) -> str:
+        """Side files of a database go to the working folder, named after its host, port and database."""
+        params = self._settings
+        parts = [params.get("host") or "local", params.get("port") or "5432", params.get("dbname") or "db"]
+        return str(Path.cwd() / ("postgresql-" + "-".join(re.sub(r"[^A-Za-z0-9._]", "_", str(p)) for p in parts)))
+
+    def _connect(self) -> psycopg.Connection:
+        """An autocommit connection (StoreError, one line without the password, if the server refuses it)."""
+        try:
+            return psycopg.connect(self.location.target, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                                   application_name="harness")
+        except psycopg.Error as exc:
+            raise self._failed("cannot connect", exc) from None
+
+    def _opened(self) -> None:
+        if self.readonly:
+            self._db.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            self._check_readable()
+        else:
+            self._create_tables()
+
     def _check_readable(self) -> None:
         try:
             found = self._db.execute("SELECT to_regclass('results') IS NOT NULL").fetchone()[0]
@@ -195,128 +167,70 @@ class PostgresStore(StoreQueries):
         except psycopg.Error as exc:
             raise self._failed("cannot be opened for writing", exc) from None
 
-    def _mark_abandoned(self) -> None:
-        """Sessions left `running` by an owner that has ended (this host) or stopped its heartbeat (any host)."""
-        try:
-            rows = self._db.execute(
-                "SELECT session_id, owner, heartbeat < now() - make_interval(secs => %s) FROM sessions"
-                " WHERE state = 'running'", (STALE_S,)).fetchall()
-            for session_id, owner, stale in rows:
-                try:
-                    alive = owner_alive(json.loads(owner)) if owner else None
-                except ValueError:
-                    alive = None
-                if alive is False or (alive is None and stale):
-                    self._db.execute("UPDATE sessions SET state = 'abandoned', finished_at = %s"
-                                     " WHERE session_id = %s AND state = 'running'", (utc_now(), session_id))
-                    self.abandoned.append(session_id)
-        except psycopg.Error:
-            pass  # marking is housekeeping; a store that cannot take it fails on its first real write
-
     def close(self) -> None:
         """Stop the heartbeat and close the connection (every result is committed already)."""
         if self._heartbeat is not None:
             self._heartbeat.stop()
-        self._db.close()
+        super().close()
 
-    def _read(self, query: str, args: tuple = ()) -> list:
-        try:
-            return self._db.execute(query.replace("?", "%s"), args).fetchall()
-        except psycopg.Error as exc:
-            raise self._failed("cannot be read", exc) from None
+    # ------------------------------------------------------------------ the dialect
+    def _execute(self, sql: str, args: tuple = ()):
+        return self._db.execute(sql.replace("?", "%s"), args)
 
-    # ------------------------------------------------------------------ writing
-    def add(self, result: Result) -> None:
-        """Insert one result record (committed at once). StoreWriteError if the server cannot take it; then it is
-        kept in a side file in the working folder with every other record this process added."""
-        record = stored_record(result)
-        self._unsaved.records.append(record)
-        try:
-            self._db.execute(upsert_result("REPLACE"), result_row(record))
-        except psycopg.Error as exc:
-            kept = self._unsaved.keep(ConnectionError(_scrub(exc, self._password)))
-            message = str(kept).replace(self._unsaved.store_path, self.path, 1)
-            raise StoreWriteError(message, source=self.path, kept_in=kept.kept_in) from None
+    def _insert(self, table: str, columns: tuple[str, ...], conflict: str, extra: dict[str, str] | None = None) -> str:
+        extra = extra or {}
+        key = columns[0]
+        head = (f"INSERT INTO {table} ({', '.join((*columns, *extra))}) "
+                f"VALUES ({', '.join(['?'] * len(columns) + list(extra.values()))}) ON CONFLICT ({key}) DO ")
+        if conflict == "ignore":
+            return head + "NOTHING"
+        return head + "UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in (*columns[1:], *extra))
 
-    def _beat(self, session_id: str) -> None:
+    def _transaction(self):
+        return self._db.transaction()
+
+    def _explain(self, exc: BaseException) -> str:
+        return _scrub(exc, self._settings.get("password"))
+
+    def _kept(self, exc: BaseException) -> StoreWriteError:
+        """Kept as SQLite's are, the error naming the store without its password (its side file is local)."""
+        kept = self._unsaved.keep(ConnectionError(self._explain(exc)))
+        message = str(kept).replace(self._unsaved.store_path, self.path, 1)
+        return StoreWriteError(message, source=self.path, kept_in=kept.kept_in)
+
+    def _stored_command(self, command: str | None) -> str | None:
+        return redact(command) if command else command
+
+    # ------------------------------------------------------------------ sessions on many hosts
+    def _running_sessions(self) -> list[tuple[str, str | None, bool]]:
+        return self._execute("SELECT session_id, owner, heartbeat < now() - make_interval(secs => ?) FROM sessions"
+                             " WHERE state = 'running'", (STALE_S,)).fetchall()
+
+    def _take_session(self, session_id: str, owner: str) -> None:
+        """Taken back in one statement, so two submitters resuming it at once cannot both take it; refused
+        (StoreError) while another submitter, on any host, still runs it (its heartbeat is fresh)."""
+        taken = self._execute(
+            "UPDATE sessions SET state = 'running', finished_at = NULL, owner = ?, heartbeat = now()"
+            " WHERE session_id = ? AND NOT (state = 'running' AND heartbeat > now() - make_interval(secs => ?))"
+            " RETURNING session_id", (owner, session_id, STALE_S)).fetchall()
+        if taken:
+            return
+        holder = self._execute("SELECT owner, extract(epoch FROM now() - heartbeat) FROM sessions WHERE session_id = ?",
+                               (session_id,)).fetchone()
+        if holder is None:
+            return
+        host = (json.loads(holder[0]) if holder[0] else {}).get("host") or "another host"
+        raise StoreError(f"store {self.path}: session {session_id} is still running on {host} (its heartbeat is "
+                         f"{float(holder[1]):.0f} s old); resuming it now would run its runs twice. Wait for it, "
+                         f"or stop it first", source=self.path, field="--resume")
+
+    def _running(self, session_id: str) -> None:
         """Keep the session's heartbeat going while this process runs it."""
         if self._heartbeat is None:
-            self._heartbeat = _Heartbeat(self._url)
+            self._heartbeat = _Heartbeat(self.location.target)
             self._heartbeat.start()
         self._heartbeat.sessions.add(session_id)
 
-    def begin_session(self, session_id: str, plan: list[dict], *, scenario_path: str | None, command: str,
-                      settings: dict | None = None) -> None:
-        """Record a session, its plan and the settings that shape its runs (the command without any password)."""
-        command = redact(command) if command else command
-        row = {"session_id": session_id, "started_at": utc_now(), "finished_at": None, "state": "running",
-               "scenario_path": scenario_path, "command": command, "plan": plan, "settings": settings or {},
-               "owner": process_owner()}
-        self._unsaved.sessions[session_id] = row
-        try:
-            self._db.execute(
-                "INSERT INTO sessions (session_id, started_at, state, scenario_path, command, plan, settings, owner,"
-                " heartbeat) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,now()) ON CONFLICT (session_id) DO NOTHING",
-                (session_id, row["started_at"], "running", scenario_path, command, json.dumps(plan, default=str),
-                 json.dumps(row["settings"], default=str), json.dumps(row["owner"])))
-        except psycopg.Error as exc:
-            raise self._failed("cannot record the session, nothing was run", exc) from None
-        self._beat(session_id)
-
-    def reopen_session(self, session_id: str) -> None:
-        """A resumed session runs again: `running`, owned by this process, its heartbeat going. Refused (StoreError)
-        while another submitter, on any host, still runs it (its heartbeat is fresh): in one statement, so two
-        submitters resuming it at once cannot both take it."""
-        owner = process_owner()
-        try:
-            taken = self._db.execute(
-                "UPDATE sessions SET state = 'running', finished_at = NULL, owner = %s, heartbeat = now()"
-                " WHERE session_id = %s AND NOT (state = 'running' AND heartbeat > now() - make_interval(secs => %s))"
-                " RETURNING session_id", (json.dumps(owner), session_id, STALE_S)).fetchall()
-            holder = None if taken else self._db.execute(
-                "SELECT owner, extract(epoch FROM now() - heartbeat) FROM sessions WHERE session_id = %s",
-                (session_id,)).fetchone()
-        except psycopg.Error as exc:
-            raise self._failed(f"cannot resume session {session_id}, nothing was run", exc) from None
-        if holder is not None:
-            host = (json.loads(holder[0]) if holder[0] else {}).get("host") or "another host"
-            raise StoreError(f"store {self.path}: session {session_id} is still running on {host} (its heartbeat is "
-                             f"{float(holder[1]):.0f} s old); resuming it now would run its runs twice. Wait for it, "
-                             f"or stop it first", source=self.path, field="--resume")
-        if session_id in self._unsaved.sessions:
-            self._unsaved.sessions[session_id].update(state="running", finished_at=None, owner=owner)
-        self._beat(session_id)
-
-    def end_session(self, session_id: str, state: str) -> None:
-        """Mark a session finished, interrupted or failed (StoreError if the server cannot take it)."""
+    def _ended(self, session_id: str) -> None:
         if self._heartbeat is not None:
             self._heartbeat.sessions.discard(session_id)
-        if session_id in self._unsaved.sessions:
-            self._unsaved.sessions[session_id].update(state=state, finished_at=utc_now())
-        try:
-            self._db.execute("UPDATE sessions SET finished_at = %s, state = %s WHERE session_id = %s",
-                             (utc_now(), state, session_id))
-        except psycopg.Error as exc:
-            raise self._failed(f"cannot mark session {session_id} {state}", exc) from None
-
-    # ------------------------------------------------------------------ imports
-    def import_file(self, path) -> dict:
-        """Take in a side file, a JSON array of records or a store (as Store.import_file), in one transaction."""
-        records, sessions, unreadable = read_rows(path)
-        try:
-            with self._db.transaction():
-                new = sum(self._db.execute(upsert_result("IGNORE"), result_row(clean(r))).rowcount for r in records)
-                new_sessions = sum(self._insert_session(s) for s in sessions)
-        except psycopg.Error as exc:
-            raise self._failed(f"cannot take in {path}, nothing was taken in", exc) from None
-        return {"records": len(records), "new": new, "sessions": len(sessions), "new_sessions": new_sessions,
-                "unreadable": unreadable}
-
-    def _insert_session(self, s: dict) -> int:
-        """Insert an imported session unless its id is stored already (1 if it was new); one left `running`
-        by the process that wrote it is `interrupted` here."""
-        cursor = self._db.execute(
-            "INSERT INTO sessions (session_id, started_at, finished_at, state, scenario_path, command, plan,"
-            " settings, owner) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (session_id) DO NOTHING",
-            imported_session_row(s, redact(s["command"]) if s.get("command") else None))
-        return cursor.rowcount

@@ -1,19 +1,20 @@
-"""What every results store answers alike, whatever holds it (an SQLite file, a PostgreSQL database).
+"""What every SQL results store answers alike, whatever holds it (an SQLite file, a PostgreSQL database).
 
-`StoreQueries` is the reading half of a store: its records and sessions, in SQL both databases take
-(`?` placeholders; a server store turns them into its own). A store gives `_read(query, args)`, `_db`,
-`path` (what it is called in messages: never a password), `_columns` (the session columns it has),
-`_unsaved` (the side-file keeper) and `ORDER` (the column that orders rows inserted at the same time).
+`StoreQueries` is the reading half of `sqlstore.SQLStore`: its records and sessions, in SQL both databases
+take (`?` placeholders; a store whose driver wants others turns them into its own), and closing it. The
+attributes it reads are declared here and set when the store is opened (`SQLStore.__init__`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from harness.errors import InputError
 from harness.results.record import Result
-from harness.results.store.sidefiles import side_files
+from harness.results.store.location import StoreLocation
+from harness.results.store.sidefiles import Unsaved, side_files
 
 
 class StoreQueries:
@@ -21,10 +22,26 @@ class StoreQueries:
 
     #: the column that orders rows of the same started_at in insertion order
     ORDER = "rowid"
+    #: where the store is, as given and parsed
+    location: StoreLocation
+    #: what every message and hint calls the store: a file's path, a URL without its password
     path: str
+    #: the session columns this store has (an older SQLite store opened read-only may lack some)
+    _columns: tuple[str, ...]
+    #: every record this process added and every session it ran or read, for a side file if the store fails
+    _unsaved: Unsaved
+
+    #: the connection to the database
+    _db: Any
 
     def _read(self, query: str, args: tuple = ()) -> list:
+        """Every row of a query (`?` placeholders); StoreError, one line, where the store cannot be read."""
         raise NotImplementedError
+
+    @property
+    def side_file(self) -> str | None:
+        """The side file this process wrote when the store could not take a result, or None."""
+        return self._unsaved.path
 
     def close(self) -> None:
         """Close the connection (every result is committed already)."""
@@ -33,7 +50,7 @@ class StoreQueries:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self.close()
 
     def side_files(self) -> list[Path]:

@@ -42,13 +42,9 @@ SESSION_ADDED = ("settings", "owner")
 SESSION_KEYS = ("session_id", "started_at", "finished_at", "state", "scenario_path", "command", "plan",
                 "settings", "owner")
 
-_RESULT_COLUMNS = ("run_id, session_id, run_key, schema_version, scenario, workload, backend, device, status, metric,"
-                   " median, started_at, record")
-
-
-def insert_result(conflict: str) -> str:
-    """The INSERT of one result row; `conflict` is REPLACE (a run stored again) or IGNORE (an import)."""
-    return f"INSERT OR {conflict} INTO results ({_RESULT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+#: The columns of a results row, in the order `result_row` gives their values.
+RESULT_COLUMNS = ("run_id", "session_id", "run_key", "schema_version", "scenario", "workload", "backend", "device",
+                  "status", "metric", "median", "started_at", "record")
 
 
 def clean(value):
@@ -122,11 +118,3 @@ POSTGRES_SCHEMA = (
 )""",
 )
 
-
-def upsert_result(conflict: str) -> str:
-    """The PostgreSQL INSERT of one result row (`%s` placeholders): REPLACE (a run stored again) or IGNORE."""
-    columns = [c.strip() for c in _RESULT_COLUMNS.split(",")]
-    head = f"INSERT INTO results ({_RESULT_COLUMNS}) VALUES ({', '.join(['%s'] * len(columns))})"
-    if conflict == "IGNORE":
-        return head + " ON CONFLICT (run_id) DO NOTHING"
-    return head + " ON CONFLICT (run_id) DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[1:])
