@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness.results.record import Result
-from harness.results.store import load_results, open_store, redact
+from harness.results.store import load_results, open_store, redact, store_exists
 from harness.results.store import postgres as pg
 from harness.results.store.liveness import process_owner
 from harness.results.store.postgres import PostgresStore
@@ -84,6 +84,20 @@ def test_an_sqlite_store_imports_into_postgresql_and_back(tmp_path, fake_backend
     assert _harness("results", "--import", str(exported), "--store", str(back), cwd=tmp_path).returncode == 0
     with open_store(back, readonly=True) as store:
         assert len(store.records()) == 3
+
+
+def test_a_server_url_in_any_case_opens_the_postgresql_store_through_the_registry(pg_url):
+    shouted = "POSTGRES" + pg_url[len("postgresql"):]
+    assert store_exists(shouted)
+    with open_store(shouted) as store:
+        assert type(store) is PostgresStore and PASSWORD not in store.path
+        assert store.path == redact(pg_url).replace("postgresql://", "postgres://", 1)
+        store.begin_session("loud", [], scenario_path=None, command=f"harness run x --store {shouted}")
+        with store.reopen() as reader:  # a new connection, with the password the display has not
+            assert reader.session("loud")["command"] == f"harness run x --store {redact(shouted)}"
+        store.end_session("loud", "finished")
+    with open_store(pg_url, readonly=True) as reader:
+        assert [s["state"] for s in reader.sessions()] == ["finished"]
 
 
 @pytest.mark.parametrize("url, says", [
