@@ -6,7 +6,7 @@ import click
 
 from harness.present.report import write_report
 from harness.results.compare import load_records
-from harness.results.store import default_store_path, open_store
+from harness.results.store import open_store
 from harness.session.resume import settled_results, work_left
 
 
@@ -30,7 +30,7 @@ def unfinished_sessions(store_path, records) -> list[dict]:
     result (what `--resume` would run)."""
 
     out = []
-    with open_store(default_store_path(store_path), readonly=True) as store:
+    with open_store(store_path, readonly=True) as store:
         for session_id in dict.fromkeys(r.session_id for r in records):
             session = store.session(str(session_id)) if session_id else None
             if session is None or session.get("state") == "finished":

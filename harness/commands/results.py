@@ -15,6 +15,7 @@ from harness.results.store import (
     Store,
     default_store_path,
     open_store,
+    parse_location,
     read_importable,
     store_exists,
 )
@@ -70,9 +71,10 @@ def take_in(path: str, sources) -> None:
 
 def _reader(path: str) -> Store:
     """The store at path, opened for reading (InputError where there is no such file)."""
-    if not store_exists(path):
-        raise InputError(f"store {path}: no such file", source=path, field="--store")
-    return open_store(path, readonly=True)
+    location = parse_location(path)
+    if not store_exists(location):
+        raise InputError(f"store {location.display}: no such file", source=location.display, field="--store")
+    return open_store(location, readonly=True)
 
 
 def check_output(output: str | None) -> None:

@@ -22,7 +22,13 @@ from pathlib import Path
 from harness.errors import InputError, StoreError, StoreWriteError
 from harness.machine.envcheck import environment_warnings
 from harness.results.record import Result, utc_now
-from harness.results.store import Store, open_store, process_owner, store_exists
+from harness.results.store import (
+    Store,
+    open_store,
+    parse_location,
+    process_owner,
+    store_exists,
+)
 from harness.session.capacity import find_max_batch
 from harness.session.executors import executor_for
 from harness.session.forecast import Durations, Forecast, forecast
@@ -147,10 +153,11 @@ def prepare_session(request: SessionRequest, observer: SessionObserver | None = 
 
 def _stored_records(path) -> list[Result]:
     """The records of a store, for an estimate; none where there is no store or it cannot be read."""
-    if not path or not store_exists(str(path)):
+    location = parse_location(str(path)) if path else None
+    if location is None or not store_exists(location):
         return []
     try:
-        with open_store(str(path), readonly=True) as store:
+        with open_store(location, readonly=True) as store:
             return store.results()
     except (InputError, OSError):
         return []

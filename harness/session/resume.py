@@ -9,9 +9,9 @@ from dataclasses import replace
 from harness.errors import InputError
 from harness.results.store import (
     Store,
-    default_store_path,
     open_store,
     owner_alive,
+    parse_location,
     read_importable,
     store_exists,
 )
@@ -93,13 +93,13 @@ def _ok_kept_beside(reader: Store, session_id: str) -> list[tuple[str, int | Non
 def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, int | None]]]:
     """(store path, the stored session --resume names, its ok results as (run_key, replicate)); InputError for a
     missing store, an id that names no session or several, or a session its own process is still running."""
-    resume, path = request.resume, default_store_path(request.store_path)
+    resume, location = request.resume, parse_location(request.store_path)
     if not resume.strip():
         raise InputError("--resume '': expected a session id (or a unique prefix of one)", field="--resume")
-    if not store_exists(path):
-        raise InputError(f"--resume {resume}: store {path}: no such file; give the --store the session ran with",
-                         source=path, field="--store")
-    with open_store(path, readonly=True) as reader:  # nothing is written until the session is known
+    if not store_exists(location):
+        raise InputError(f"--resume {resume}: store {location.display}: no such file; give the --store the session "
+                         "ran with", source=location.display, field="--store")
+    with open_store(location, readonly=True) as reader:  # nothing is written until the session is known
         matches = reader.find_sessions(resume)
         if len(matches) != 1:
             found = f"{len(matches)} sessions match ({', '.join(matches[:10])})" if matches else "no session matches"
@@ -113,7 +113,7 @@ def find_session(request: SessionRequest) -> tuple[str, dict, list[tuple[str, in
         raise InputError(f"--resume {resume}: session {session['session_id']} is still running (pid "
                          f"{owner.get('pid')} on {owner.get('host')}); resuming it now would run its runs twice. Wait "
                          "for it, or stop it first", field="--resume")
-    return path, session, ok
+    return location.text, session, ok
 
 
 def _memory_limit(request: SessionRequest, session: dict, limit_bytes: int | None) -> int | None:

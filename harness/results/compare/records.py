@@ -14,7 +14,7 @@ from typing import Iterable
 
 from harness.errors import InputError
 from harness.results.record import Result
-from harness.results.store import Store, default_store_path, open_store, store_exists
+from harness.results.store import Store, open_store, parse_location, store_exists
 from harness.seam.backend import available_backends, backend_names
 from harness.timing import stats
 from harness.workloads import WORKLOADS
@@ -81,10 +81,11 @@ def _session_ids(store: Store, path: str, sessions: Iterable[str]) -> list[str]:
 def load_records(store_path: str | None, sessions: Iterable[str] = ()) -> list[Result]:
     """Records of a store (of the given sessions; unique id prefixes accepted); InputError if none."""
 
-    path = default_store_path(store_path)
-    if not store_exists(path):
+    location = parse_location(store_path)
+    path = location.display
+    if not store_exists(location):
         raise InputError(f"store {path}: no such file", source=path, field="--store")
-    with open_store(path, readonly=True) as store:
+    with open_store(location, readonly=True) as store:
         full_ids = _session_ids(store, path, sessions)
         records = store.results(full_ids or None)
     if not records:

@@ -7,7 +7,7 @@ import os
 from harness.errors import InputError
 from harness.results.record import FIELDS, Result
 from harness.results.store.contract import open_store, store_exists
-from harness.results.store.location import default_store_path
+from harness.results.store.location import parse_location
 
 
 def records_frame(records: list[Result] | list[dict]):
@@ -26,8 +26,8 @@ def records_frame(records: list[Result] | list[dict]):
 
 def load_results(store: str | os.PathLike | None = None, *, session: str | None = None):
     """Every result record in the store as a pandas DataFrame, one row per record."""
-    path = default_store_path(store)
-    if not store_exists(path):
-        raise InputError(f"store {path}: no such file", source=path, field="--store")
-    with open_store(path, readonly=True) as s:
+    location = parse_location(store)
+    if not store_exists(location):
+        raise InputError(f"store {location.display}: no such file", source=location.display, field="--store")
+    with open_store(location, readonly=True) as s:
         return records_frame(s.records([session] if session else None))

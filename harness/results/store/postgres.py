@@ -38,8 +38,6 @@ from harness.results.store.location import StoreLocation, redact_urls
 from harness.results.store.schema import POSTGRES_SCHEMA
 from harness.results.store.sqlstore import SQLStore
 
-#: How a store given by URL starts.
-SCHEMES = ("postgresql://", "postgres://")
 #: Seconds between two heartbeats of a running session.
 HEARTBEAT_S = 30.0
 #: A running session whose heartbeat is older than this is abandoned.
@@ -49,11 +47,6 @@ CONNECT_TIMEOUT_S = 10
 #: The advisory lock that lets one writer at a time create the tables.
 _SCHEMA_LOCK = 0x4A52_5354
 _SCHEME_PATTERN = r"postgres(?:ql)?"
-
-
-def is_server_url(target: str | None) -> bool:
-    """Whether a --store value names a PostgreSQL server (postgresql://..., any case) rather than an SQLite file."""
-    return bool(target) and str(target).lower().startswith(SCHEMES)
 
 
 def redact(text: str) -> str:
