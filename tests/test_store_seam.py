@@ -86,6 +86,14 @@ def test_a_whole_session_runs_into_a_plugin_store_and_the_commands_read_it(plugi
     assert code == 0 and "batch" in out, err
 
 
+def test_harness_stores_registers_a_store_under_development_and_wins_over_the_entry_points(plugins, tmp_path,
+                                                                                            monkeypatch):
+    monkeypatch.setenv("HARNESS_STORES", "dev=tests.fake_store:JsonFileStore, broken = tests.fake_store:JsonFileStore")
+    with open_store(f"dev://{tmp_path / 'd.json'}") as store:
+        assert type(store) is JsonFileStore
+    assert type(open_store(f"broken://{tmp_path / 'b.json'}")) is JsonFileStore
+
+
 def test_a_broken_store_plugin_is_reported_when_its_scheme_is_used_and_the_others_still_open(plugins, tmp_path):
     with pytest.raises(StoreError) as broken:
         open_store("broken://somewhere")

@@ -58,7 +58,7 @@ def store_targets() -> dict[str, str]:
     return targets
 
 
-def _load(scheme: str, target: str) -> type:
+def _load(target: str) -> type:
     """The class at `module:Class`, checked to be a store class (ImportError, AttributeError, TypeError...)."""
     if target not in _CLASSES:
         module, _, attr = target.partition(":")
@@ -81,9 +81,9 @@ def store_class(location: StoreLocation) -> type:
                          f"expected the path of an SQLite file or a URL of {known}{broken}",
                          source=location.display, field="--store")
     try:
-        return _load(location.scheme, target)
+        return _load(target)
     except Exception as exc:  # noqa: BLE001 - any failure of a plugin's import is that plugin's, said in one line
-        BROKEN[location.scheme] = f"{type(exc).__name__}: {exc}"
+        BROKEN[location.scheme] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
         raise StoreError(f"store {location.display}: the store registered for {location.scheme}:// ({target}) failed "
                          f"to load: {BROKEN[location.scheme]}", source=location.display, field="--store") from None
 
