@@ -144,11 +144,6 @@ def test_a_location_is_parsed_once_its_scheme_in_any_case_its_password_never_sho
         parse_location("sqlite:///tmp/x.db")
 
 
-def test_calling_the_protocol_opens_a_store_as_store_did_before(tmp_path):
-    with Store(tmp_path / "old.db") as store:
-        assert type(store) is SQLiteStore and store.path == str(tmp_path / "old.db")
-
-
 # --------------------------------------------------------------------------- the protocol
 @pytest.mark.parametrize("implementation", [SQLiteStore, PostgresStore, JsonFileStore, Journal])
 def test_every_store_implements_every_method_of_the_protocol_with_its_signature(implementation):

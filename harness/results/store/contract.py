@@ -17,18 +17,8 @@ from harness.results.store.location import StoreLocation, parse_location
 from harness.results.store.registry import store_class
 
 
-class _Opening(type(Protocol)):
-    """`Store(location, readonly=...)` opens a store (`open_store`), as it did before stores were a seam, so code
-    written then keeps working; a class that names `Store` as its base is built as any class is."""
-
-    def __call__(cls, *args, **kwargs):
-        if cls is Store:
-            return open_store(*args, **kwargs)
-        return super().__call__(*args, **kwargs)
-
-
 @runtime_checkable
-class Store(Protocol, metaclass=_Opening):
+class Store(Protocol):
     """A results store: records added as they finish and read back, sessions begun and ended, imports."""
 
     #: what every message and --store hint calls the store: a file's path, a URL without its password

@@ -15,7 +15,7 @@ pytest.importorskip("jax")
 
 from conftest import PLUGIN, ROOT  # noqa: E402
 
-from harness.results.store import Store  # noqa: E402
+from harness.results.store import open_store  # noqa: E402
 from harness.timing.settings import Measure  # noqa: E402
 
 #: one worker per configuration, where this harness runs several (measure.processes)
@@ -62,7 +62,7 @@ def test_gemm_through_torch_tensorflow_and_jax_multiplies_the_same_numbers(tmp_p
     path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
     code, out, err = harness(tmp_path, "run", str(path), "--store", "s.db", env=plugin_env())
     assert code == 0, (out[-3000:], err[-3000:])
-    with Store(tmp_path / "s.db") as store:
+    with open_store(tmp_path / "s.db") as store:
         records = {r["backend"]: r for r in store.records()}
     assert set(records) == {"torch", "tensorflow", "jax"}
     for name, record in records.items():
@@ -83,7 +83,7 @@ def test_a_mode_jax_cannot_run_is_unsupported_with_its_reason(tmp_path):
     path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
     code, out, err = harness(tmp_path, "run", str(path), "--store", "g.db", env=plugin_env())
     assert code == 0, err  # unsupported is an answer, not a failure (one run measured: exit 0)
-    with Store(tmp_path / "g.db") as store:
+    with open_store(tmp_path / "g.db") as store:
         records = {r["params"]["execution"]: r for r in store.records()}
     assert records["eager"]["status"] == "ok", records["eager"]["error"]
     assert records["graph"]["status"] == "unsupported" and "JAX has no `graph` mode" in records["graph"]["error"]
@@ -100,7 +100,7 @@ def test_cpu_threads_intra_op_narrows_the_worker_to_that_many_cores(tmp_path):
     path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
     code, out, err = harness(tmp_path, "run", str(path), "--store", "t.db", env=plugin_env())
     assert code == 0, err
-    with Store(tmp_path / "t.db") as store:
+    with open_store(tmp_path / "t.db") as store:
         (record,) = store.records()
     threads = record["env"]["framework"]["threads"]
     assert threads["intra_op"] == 1 and threads["api"].startswith("os.sched_setaffinity(0, 1 cores)")
