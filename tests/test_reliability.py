@@ -191,11 +191,11 @@ def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fa
     with Store(tmp_path / "a.db") as store:
         runner = Runner(store, memory_limit_bytes=2**31)  # each worker its own limit: starting ahead is harmless
         started = []
-        start = runner._start_ahead
-        runner._start_ahead = lambda *a: (start(*a), started.append(runner._pool[-1].proc))
+        start = runner.ahead.start
+        runner.ahead.start = lambda *a: (start(*a), started.append(runner.ahead.pool[-1].proc))
         (record,) = find_max_batch(runner, [spec], start=2, limit=64, resolution=1).records
     assert record.median == 9
-    assert len(started) >= 3 and not runner._pool
+    assert len(started) >= 3 and not runner.ahead.pool
     assert all(proc.poll() is not None for proc in started)  # the last, never used, was stopped too
     probes = sorted((r for r in store_records(tmp_path / "a.db") if r.get("probe_of")), key=lambda r: r["started_at"])
     assert "imported_ahead" not in probes[0]["phases_s"]  # the first probe's worker started alone

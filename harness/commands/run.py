@@ -31,8 +31,8 @@ from harness.session.app import (
     run_session,
 )
 from harness.session.executors import EXECUTORS, sbatch_pairs, slurm_settings
+from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.limits import MIN_MEMORY_LIMIT_TEXT, check_timeout
-from harness.session.runner import Interrupted, trap_signals
 from harness.timing.settings import describe_measure, process_bounds
 
 

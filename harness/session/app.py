@@ -26,8 +26,14 @@ from harness.results.store import Store, process_owner, store_exists
 from harness.session.capacity import find_max_batch
 from harness.session.executors import executor_for
 from harness.session.forecast import Durations, Forecast, forecast
+from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.journal import Journal
-from harness.session.limits import check_timeout, parse_size, parse_time_limit
+from harness.session.limits import (
+    TimeLimit,
+    check_timeout,
+    parse_size,
+    parse_time_limit,
+)
 from harness.session.plan import RunSpec
 from harness.session.request import (
     PreparedSession,
@@ -36,13 +42,7 @@ from harness.session.request import (
     SessionStarted,
 )
 from harness.session.resume import prepare_resume
-from harness.session.runner import (
-    Interrupted,
-    Runner,
-    SessionOutcome,
-    TimeLimit,
-    trap_signals,
-)
+from harness.session.runner import Runner, SessionOutcome
 from harness.session.start import prepare_start
 
 __all__ = ["EXIT_NOTHING_MEASURED", "EXIT_TIME_LIMIT", "FinishedSession", "LOW_DISK_BYTES", "PreparedSession",

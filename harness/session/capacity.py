@@ -27,8 +27,9 @@ from harness.errors import line_naming
 from harness.machine.devices import gpu_index
 from harness.results.record import Result, utc_now
 from harness.seam.backend import available_backends
+from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec, new_id, run_key
-from harness.session.runner import Interrupted, Runner, SessionOutcome, trap_signals
+from harness.session.runner import Runner, SessionOutcome
 from harness.workloads import WORKLOADS
 
 #: A probe runs the first step and one timed step: enough for the optimizer state and the

@@ -19,7 +19,7 @@ from harness.session.capacity import capacity_key
 from harness.session.plan import RunSpec, new_id
 from harness.session.request import PreparedSession, Resumed, SessionRequest
 from harness.session.rounds import AdaptiveRounds
-from harness.session.runner import answer_holds
+from harness.session.unsupported import answer_holds
 
 
 def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> list[bool]:
@@ -67,7 +67,7 @@ def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[in
 
 def settled_results(reader: Store, session_id: str) -> list[tuple[str, int | None]]:
     """(run_key, replicate) of the session's stored results that need no second run: every `ok` one, and every
-    `unsupported` one whose reason holds wherever it is resumed (harness.session.runner.answer_holds). An
+    `unsupported` one whose reason holds wherever it is resumed (harness.session.unsupported.answer_holds). An
     unsupported configuration is answered once, not again at every resume."""
     answered = [(key, rep) for key, rep, error in reader.decided_results(session_id, "unsupported")
                 if answer_holds(error)]

@@ -35,17 +35,18 @@ from harness.errors import InputError, StoreWriteError
 from harness.machine.devices import gpu_index
 from harness.results.record import Result, utc_now, write_json_atomic
 from harness.results.store import redact
+from harness.session.dataparallel import replicas_of
 from harness.session.executors import queue
 from harness.session.executors.job import run_worker
 from harness.session.executors.settings import SlurmSettings
+from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec
-from harness.session.runner import (
-    Interrupted,
-    ProgressReader,
-    SessionOutcome,
+from harness.session.progress import ProgressReader, show_progress
+from harness.session.runner import SessionOutcome
+from harness.session.worker_process import (
     read_worker_result,
     runner_env,
-    trap_signals,
+    with_evidence,
     worker_env,
 )
 
@@ -53,7 +54,6 @@ from harness.session.runner import (
 SECRET_VARIABLES = ("PGPASSWORD",)
 #: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
 LIST_GRACE_S = 30.0
-LOG_TAIL_CHARS = 3000
 #: The run's status and what the error says, for a job that ended without a result, by Slurm's state.
 ENDINGS = {
     "TIMEOUT": ("timeout", "Slurm ended job {job} at its time limit ({limit}) before the run wrote a result"),
@@ -154,7 +154,7 @@ class SlurmExecutor:
     def _decided(self, runner, spec: RunSpec) -> Result | None:
         """The record of a run decided on this machine, without a job, or None."""
         static = runner.static_status(spec)
-        if static is None and runner._replicas(spec) > 1:
+        if static is None and replicas_of(spec) > 1:
             static = ("unsupported", "--executor slurm runs one worker per job; a data-parallel run (replicas > 1) "
                                      "runs with --executor local (on each node: harness run --nnodes ...)")
         if static is None:
@@ -202,7 +202,7 @@ class SlurmExecutor:
         """(argv, environment, folder) of a run's worker: its spec written, the environment as the submitter would
         give a local worker, less what is the same in the job anyway."""
         write_json_atomic(job.folder / "spec.json", job.spec.to_dict())
-        backend = runner._backends[job.spec.backend]
+        backend = runner.backends[job.spec.backend]
         env = worker_env(runner.memory_limit_bytes, backend.worker_env(job.spec.options, probe=False))
         env["HARNESS_PROGRESS_FILE"] = str(job.folder / "progress.jsonl")
         job.progress = ProgressReader(job.folder / "progress.jsonl")
@@ -239,12 +239,7 @@ class SlurmExecutor:
             runner.on_start(job.index, n, job.spec)
         if job.started and job.progress is not None:
             for event in job.progress.read():
-                try:
-                    runner.on_progress(job.spec, event)
-                except Interrupted:
-                    raise
-                except Exception:  # noqa: BLE001 - a display that fails must not fail the run
-                    pass
+                show_progress(runner.on_progress, job.spec, event)
 
     def _say_pending(self, states: dict, waiting: dict) -> None:
         """Tell the user why jobs wait, each time the reasons change (a node drained, a partition down...)."""
@@ -280,12 +275,7 @@ class SlurmExecutor:
             result = result.merged(written)
         else:
             result = result.updated(**self._ending(job, state))
-        if not result.env:
-            result = result.updated(env=runner_env())
-        if result.status != "ok":
-            tail = _tail(job.folder / "worker.log")
-            if tail:
-                result = result.merged({"log_tail": tail})
+        result = with_evidence(result, job.folder / "worker.log")
         slurm = {"job_id": job.job_id, "state": state.state, "reason": state.reason or None,
                  "node": placement.get("node") or state.node or None, "gpus": placement.get("gpus"),
                  "partition": placement.get("partition")}
@@ -311,9 +301,3 @@ def _read(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
 
-
-def _tail(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[-LOG_TAIL_CHARS:].strip()
-    except OSError:
-        return ""
