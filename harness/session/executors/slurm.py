@@ -8,10 +8,8 @@ so that interleaved runs start in the order they were planned. Each job runs one
 a folder every node sees (`SlurmSettings.folder`); submitit's own job files sit beside them.
 
 The submitter polls Slurm (one squeue call for the whole session, every `poll_s`), shows each run as
-its job starts and its progress as the worker reports it, stores each result as its job ends, and turns
-how Slurm ended a job that wrote no result into the run's status: TIMEOUT is `timeout`, OUT_OF_MEMORY
-`oom`; a node failure, a preemption or a cancellation is `failed` with the error saying which. Slurm's
-state and reason, the job id, the node and the GPUs are kept in the record's `slurm` note. Ctrl-C (or
+its job starts and its progress as the worker reports it, and stores each result as its job ends
+(`endings`: how Slurm ended a job that wrote no result becomes the run's status). Ctrl-C (or
 SIGTERM) cancels the session's pending and running jobs; what finished stays stored, and `--resume`
 submits only the runs without an ok result. The submitter writes the store, not the jobs: the jobs need
 no database credentials and no route to the server (none reach their environment, which Slurm keeps on
@@ -21,7 +19,6 @@ disk), and a store that fails stops one process, which keeps every result in a s
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import signal
@@ -37,6 +34,7 @@ from harness.results.record import Result, utc_now, write_json_atomic
 from harness.results.store import redact
 from harness.session.dataparallel import replicas_of
 from harness.session.executors import queue
+from harness.session.executors.endings import job_record, unlisted_end
 from harness.session.executors.job import run_worker
 from harness.session.executors.settings import SlurmSettings
 from harness.session.interrupt import Interrupted, trap_signals
@@ -44,24 +42,12 @@ from harness.session.plan import RunSpec
 from harness.session.progress import ProgressReader, show_progress
 from harness.session.runner import SessionOutcome
 from harness.session.worker_process import (
-    read_worker_result,
     runner_env,
-    with_evidence,
     worker_env,
 )
 
 #: Variables that hold a database password and never reach a job (the jobs write no store).
 SECRET_VARIABLES = ("PGPASSWORD",)
-#: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
-LIST_GRACE_S = 30.0
-#: The run's status and what the error says, for a job that ended without a result, by Slurm's state.
-ENDINGS = {
-    "TIMEOUT": ("timeout", "Slurm ended job {job} at its time limit ({limit}) before the run wrote a result"),
-    "OUT_OF_MEMORY": ("oom", "Slurm ended job {job}: out of memory (the job's memory limit)"),
-    "NODE_FAIL": ("failed", "node failure: Slurm lost node {node} while job {job} ran"),
-    "PREEMPTED": ("failed", "preempted: Slurm preempted job {job} before the run wrote a result"),
-    "CANCELLED": ("failed", "cancelled: job {job} was cancelled (scancel) before the run wrote a result"),
-}
 
 
 @dataclass
@@ -219,13 +205,14 @@ class SlurmExecutor:
             if states is not None:
                 self._say_pending(states, waiting)
                 for job_id, job in list(waiting.items()):
-                    state = states.get(job_id) or self._unlisted(job)
+                    state = states.get(job_id) or unlisted_end(job.job_id, job.folder, job.submitted_at)
                     if state is None:
                         continue
                     self._follow(runner, job, state, n)
                     if state.ended:
                         del waiting[job_id]
-                        self._finish(runner, job, n, self._record(job, state), outcome)
+                        self._finish(runner, job, n, job_record(job.spec, job.folder, job.job_id, state,
+                                                                self.settings.time), outcome)
                     if outcome.store_error is not None:  # the store failed: the session stops, as it does locally
                         queue.cancel(list(waiting))
                         return
@@ -252,52 +239,3 @@ class SlurmExecutor:
         if said != self._said and any(r not in ("Priority", "Resources", "JobArrayTaskLimit") for r in reasons):
             self.notice(f"slurm: job(s) pending: {said}")
         self._said = said
-
-    def _unlisted(self, job: _Job) -> queue.JobState | None:
-        """The end of a job squeue no longer lists: from sacct, else from its own files; None while it may yet be
-        listed (just submitted)."""
-        if time.monotonic() - job.submitted_at < LIST_GRACE_S:
-            return None
-        state = queue.accounted(job.job_id)
-        if state is not None:
-            return state if state.ended else None
-        ended = _read(job.folder / "exit.json")
-        if ended is not None:
-            return queue.JobState("COMPLETED" if ended.get("returncode") == 0 else "FAILED")
-        return queue.JobState("FAILED", "Slurm no longer lists the job and keeps no accounting of it")
-
-    def _record(self, job: _Job, state: queue.JobState) -> Result:
-        """A run's record once its job has ended: what the worker wrote, else how Slurm ended the job."""
-        placement = _read(job.folder / "placement.json") or {}
-        result = Result.planned(job.spec).updated(started_at=placement.get("started_at") or utc_now())
-        written = read_worker_result(job.folder / "result.json")
-        if written is not None:
-            result = result.merged(written)
-        else:
-            result = result.updated(**self._ending(job, state))
-        result = with_evidence(result, job.folder / "worker.log")
-        slurm = {"job_id": job.job_id, "state": state.state, "reason": state.reason or None,
-                 "node": placement.get("node") or state.node or None, "gpus": placement.get("gpus"),
-                 "partition": placement.get("partition")}
-        return result.merged({"slurm": slurm})
-
-    def _ending(self, job: _Job, state: queue.JobState) -> dict:
-        """status and error of a job that ended without a result."""
-        limit = self.settings.time or "the run's timeout"
-        status, text = ENDINGS.get(state.state, ("failed", "Slurm job {job} ended {state} before the run wrote a "
-                                                            "result"))
-        error = text.format(job=job.job_id, limit=limit, node=state.node or "?", state=state.state)
-        ended = _read(job.folder / "exit.json")
-        if ended is not None and state.state not in ENDINGS:
-            error = f"worker exited with code {ended.get('returncode')} before writing a result (Slurm job {job.job_id})"
-        if state.reason:
-            error += f" (Slurm's reason: {state.reason})"
-        return {"status": status, "error": error}
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
