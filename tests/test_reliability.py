@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.results.record import Result
 from harness.results.store import Store
-from harness.session.capacity import fits, search
+from harness.session.capacity_answer import fits
+from harness.session.capacity_search import search
 from harness.session.resume import remaining_runs, settled_results, work_left
 from harness.timing.settings import Measure
 from tests.conftest import RELIABILITY
