@@ -141,7 +141,6 @@ def prepare_session(request: SessionRequest, observer: SessionObserver | None = 
                          f"--executor {request.executor}", field="--executor")
     if time_limit_s is not None and prepared.capacity_mode:
         raise InputError(_CAPACITY_NO_LIMIT, field="--time-limit")
-    prepared.executor, prepared.slurm, prepared.time_limit_s = request.executor, request.slurm, time_limit_s
     return prepared
 
 
@@ -245,7 +244,7 @@ def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver)
                 forecast(prepared.plan, records, prepared.capacity_mode)))
             runner = Runner(store, on_start=observer.run_started, on_result=observer.run_finished,
                             on_progress=observer.run_progress, memory_limit_bytes=prepared.memory_limit_bytes,
-                            executor=executor_for(prepared.executor, prepared.slurm, observer.notice),
+                            executor=executor_for(prepared.request.executor, prepared.request.slurm, observer.notice),
                             time_limit=_time_limit(prepared, records))
             try:
                 if prepared.capacity_mode:

@@ -184,5 +184,6 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
     rounds = None if capacity_mode else AdaptiveRounds.of(
         [RunSpec.from_dict(entry) for entry in entries], planned=len(entries),
         limit=settings.get("max_runs") or DEFAULT_MAX_RUNS)
-    return PreparedSession(session_id=session["session_id"], plan=plan, groups=groups, capacity_mode=capacity_mode,
-                           store_path=path, memory_limit_bytes=limit_bytes, resumed=resumed, rounds=rounds)
+    return PreparedSession(request=request, session_id=session["session_id"], plan=plan, groups=groups,
+                           capacity_mode=capacity_mode, store_path=path, memory_limit_bytes=limit_bytes,
+                           resumed=resumed, rounds=rounds)
