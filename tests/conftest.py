@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-# Tables are laid out as for a pipe (harness.present.table.DEFAULT_WIDTH) whatever runs the suite: a pytest-xdist
+# Tables are laid out as for a pipe (harness.present.fitting.DEFAULT_WIDTH) whatever runs the suite: a pytest-xdist
 # worker starts with COLUMNS=80, a developer's shell may export its own. Tests of widths set COLUMNS themselves.
 for _variable in ("COLUMNS", "LINES"):
     os.environ.pop(_variable, None)

@@ -17,8 +17,8 @@ from harness.session.app import (
     prepare_session,
     run_session,
 )
+from harness.session.interrupt import Interrupted
 from harness.session.request import Resumed
-from harness.session.runner import Interrupted
 
 
 class Recorder(SessionObserver):

@@ -1,4 +1,5 @@
-"""The shape of the code: layers without import cycles, imports at module top, functions a reader can hold."""
+"""The shape of the code: layers without import cycles, imports at module top, and modules, classes and functions
+a reader can hold."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The longest function allowed in harness/, backends/ and plugins/ (nested functions count inside theirs).
+# The size limits hold for the product's code: every .py file under harness/, backends/ and plugins/ (the plugins'
+# packages), except those under a tests/ or benchmarks/ folder (tests, and benchmark scripts run by hand, read
+# top to bottom as scripts and are imported by nothing in the product). Lines are counted as they are in the file,
+# docstrings, comments and blank lines included.
+#: The longest module allowed.
+MAX_MODULE_LINES = 400
+#: The longest class allowed (its methods and nested classes count inside it).
+MAX_CLASS_LINES = 200
+#: The longest function allowed (nested functions count inside theirs).
 MAX_FUNCTION_LINES = 60
 
 
@@ -156,12 +165,27 @@ def test_harness_imports_sit_at_module_top_unless_a_comment_says_why():
     assert bad == {}
 
 
-def _long_functions(path: Path) -> list[tuple[str, int, int]]:
-    """(name, first line, length) of every function in a file longer than MAX_FUNCTION_LINES."""
+def _long_definitions(path: Path, kinds: tuple[type, ...], most: int) -> list[tuple[str, int, int]]:
+    """(name, first line, length) of every definition of these kinds in a file longer than `most` lines."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return [(node.name, node.lineno, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+            if isinstance(node, kinds) and node.end_lineno - node.lineno + 1 > most]
+
+
+def _long_functions(path: Path) -> list[tuple[str, int, int]]:
+    """(name, first line, length) of every function in a file longer than MAX_FUNCTION_LINES."""
+    return _long_definitions(path, (ast.FunctionDef, ast.AsyncFunctionDef), MAX_FUNCTION_LINES)
+
+
+def _long_classes(path: Path) -> list[tuple[str, int, int]]:
+    """(name, first line, length) of every class in a file longer than MAX_CLASS_LINES."""
+    return _long_definitions(path, (ast.ClassDef,), MAX_CLASS_LINES)
+
+
+def _long_modules(paths: list[Path]) -> list[tuple[Path, int]]:
+    """(path, lines) of every module longer than MAX_MODULE_LINES, its lines numbered as an editor numbers them."""
+    counted = [(path, len(path.read_text(encoding="utf-8").splitlines())) for path in paths]
+    return [(path, lines) for path, lines in counted if lines > MAX_MODULE_LINES]
 
 
 def _product_sources() -> list[Path]:
@@ -183,6 +207,40 @@ def test_the_length_check_counts_a_nested_function_inside_its_own(tmp_path):
     source.write_text(f"def outer():\n    def inner():\n{body}\n    return inner\n", encoding="utf-8")
     found = {name: length for name, _, length in _long_functions(source)}
     assert found == {"outer": MAX_FUNCTION_LINES + 3, "inner": MAX_FUNCTION_LINES + 1}
+
+
+def test_no_class_is_longer_than_two_screens():
+    long = [f"{path.relative_to(ROOT)}:{line} {name} ({length} lines)"
+            for path in _product_sources() for name, line, length in _long_classes(path)]
+    assert long == []
+
+
+def test_the_class_check_counts_the_methods_and_a_nested_class_inside_their_class(tmp_path):
+    body = "\n".join(f"            x{i} = {i}" for i in range(MAX_CLASS_LINES))
+    source = tmp_path / "long.py"
+    source.write_text(f"class Outer:\n    class Inner:\n        def method(self):\n{body}\n\n\nclass Short:\n"
+                      "    pass\n", encoding="utf-8")
+    found = {name: length for name, _, length in _long_classes(source)}
+    assert found == {"Outer": MAX_CLASS_LINES + 3, "Inner": MAX_CLASS_LINES + 2}
+
+
+def test_no_module_is_longer_than_its_limit():
+    assert [f"{path.relative_to(ROOT)} ({lines} lines)" for path, lines in _long_modules(_product_sources())] == []
+
+
+def test_the_module_check_finds_a_module_one_line_too_long(tmp_path):
+    at_limit, over = tmp_path / "at_limit.py", tmp_path / "over.py"
+    at_limit.write_text("".join(f"x{i} = {i}\n" for i in range(MAX_MODULE_LINES)), encoding="utf-8")
+    over.write_text(at_limit.read_text(encoding="utf-8") + "# one line more, a comment: it counts too\n",
+                    encoding="utf-8")
+    assert _long_modules([at_limit, over]) == [(over, MAX_MODULE_LINES + 1)]
+
+
+def test_the_size_checks_look_at_every_package_but_not_at_tests_or_benchmarks():
+    sources = {str(path.relative_to(ROOT)) for path in _product_sources()}
+    assert {"harness/session/runner.py", "backends/torch/device.py",
+            "plugins/harness-jax/harness_jax/device.py"} <= sources
+    assert not any("/tests/" in f"/{name}" or "/benchmarks/" in f"/{name}" for name in sources)
 
 
 @pytest.mark.parametrize("package", [layer for layer in LAYERS if (ROOT / "harness" / layer).is_dir()])

@@ -9,8 +9,10 @@ import pytest
 
 from harness.results.record import Result
 from harness.scenario.schema import parse_resolution
-from harness.session import capacity
-from harness.session.capacity import find_max_batch, fits, probe_timeout
+from harness.session import capacity_answer, capacity_search
+from harness.session.capacity import find_max_batch
+from harness.session.capacity_answer import fits
+from harness.session.capacity_search import probe_timeout
 from harness.session.plan import RunSpec
 
 
@@ -57,7 +59,7 @@ def search(script, **settings):
 
 def test_a_probe_timeout_follows_the_batch_from_the_fitting_probes():
     assert probe_timeout(512, [], ceiling=600) == 600  # nothing known yet: the scenario's timeout
-    assert probe_timeout(512, [(256, 20.0)], ceiling=600) == pytest.approx(2 * 20 * 2 + capacity.PROBE_SLACK_S)
+    assert probe_timeout(512, [(256, 20.0)], ceiling=600) == pytest.approx(2 * 20 * 2 + capacity_search.PROBE_SLACK_S)
     assert probe_timeout(512, [(128, 5.0), (256, 20.0)], ceiling=600) == pytest.approx(140.0)  # the largest fit
     assert probe_timeout(8192, [(256, 20.0)], ceiling=600) == 600  # never beyond the scenario's
 
@@ -207,8 +209,8 @@ def test_a_resolution_is_images_or_a_share_of_the_answer():
     for bad in ("0%", "51%", "x%", "abc", 0, True):
         with pytest.raises(ValueError):
             parse_resolution(bad)
-    assert capacity.tolerance(3000, "2%") == 60 and capacity.tolerance(10, "2%") == 1
-    assert capacity.tolerance(3000, 64) == 64
+    assert capacity_search.tolerance(3000, "2%") == 60 and capacity_search.tolerance(10, "2%") == 1
+    assert capacity_search.tolerance(3000, 64) == 64
 
 
 def test_a_kernel_that_fails_past_a_size_bounds_the_answer_and_is_not_called_memory():
@@ -226,7 +228,7 @@ def test_a_kernel_that_fails_past_a_size_bounds_the_answer_and_is_not_called_mem
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in record.checks["failure_evidence"]
     assert any("not for memory" in w for w in record.warnings)
     # at the start, with nothing smaller fitting, the same error stops the search as a failure
-    assert capacity.fits(Result.from_dict({"status": "failed", "error": tail}), smaller_fit=False) is None
+    assert capacity_answer.fits(Result.from_dict({"status": "failed", "error": tail}), smaller_fit=False) is None
 
 
 def test_a_memory_bound_answer_says_so():
@@ -296,7 +298,7 @@ def test_a_backend_s_tensor_size_bound_caps_the_memory_model_s_guess():
     _, record = runner_for("tensorflow", past=("oom", "ResourceExhaustedError: OOM when allocating tensor"))
     assert record.median == 2674 and record.checks["limited_by"] == "kernel"
     on_cpu = replace(spec(), backend="tensorflow", device="cpu")  # the bound is of TensorFlow's GPU kernels
-    assert capacity._kernel_bound(on_cpu) is None and capacity._kernel_bound(replace(on_cpu, device="cuda:1")) == 2675
+    assert capacity_answer.kernel_bound(on_cpu) is None and capacity_answer.kernel_bound(replace(on_cpu, device="cuda:1")) == 2675
     runner, record = runner_for("torch")  # torch declares no bound: the model's guess as before
     assert runner.asked[2][0] > 2675 and record.checks["kernel_bound_batch"] is None
     assert 2648 <= record.median <= 2674

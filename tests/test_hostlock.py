@@ -12,7 +12,7 @@ import pytest
 
 from harness.machine.envcheck import busy_reasons
 from harness.results.store import open_store
-from harness.session.runner import LockWait
+from harness.session.progress import LockWait
 from harness.worker import hostlock
 from harness.worker.hostlock import timing_lock
 
@@ -118,7 +118,7 @@ def test_the_lock_is_host_wide_by_default(monkeypatch):
 
 def test_the_time_spent_waiting_for_the_lock_is_not_counted_against_the_timeout(monkeypatch):
     now = [100.0]
-    monkeypatch.setattr("harness.session.runner.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("harness.session.progress.time.monotonic", lambda: now[0])
     wait = LockWait()
     wait.note({"phase": "block"})
     wait.note({"phase": "host_lock", "waiting": True})

@@ -15,7 +15,8 @@ from harness.results.record import Result
 from harness.results.store import open_store
 from harness.seam.adapter import Prepared
 from harness.session.plan import RunSpec, run_key
-from harness.session.runner import ProgressReader, Runner
+from harness.session.progress import ProgressReader
+from harness.session.runner import Runner
 from tests.fake_backend import FakeBackend
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,8 +10,9 @@ import time
 
 from harness.results.store import open_store
 from harness.scenario.load import load_scenario
+from harness.session.ahead import AheadWorker, WorkersAhead
 from harness.session.plan import build_plan
-from harness.session.runner import Runner, _Ahead
+from harness.session.runner import Runner
 from harness.worker.neighbours import paused
 
 
@@ -51,8 +52,8 @@ def test_without_overlap_no_worker_starts_ahead(tmp_path, fake_backend, write_sc
 
 def test_on_a_cpu_runs_do_not_overlap_unless_asked(tmp_path, fake_backend, write_scenario):
     spec = _plan(write_scenario, runs=1)[0]
-    assert not Runner(None)._overlapping(spec)  # the plan's device is the CPU
-    assert not Runner(None, overlap=True)._overlapping(
+    assert not Runner(None).ahead.overlapping(spec)  # the plan's device is the CPU
+    assert not Runner(None, overlap=True).ahead.overlapping(
         spec.__class__(**{**spec.__dict__, "measure": {**spec.measure, "probe": True}}))
 
 
@@ -91,10 +92,10 @@ def test_a_run_decided_without_a_worker_does_not_cost_the_next_run_its_worker_ah
 
 def test_with_several_workers_ahead_each_imports_through_every_set_up_until_its_run(
         tmp_path, fake_backend, write_scenario, monkeypatch):
-    monkeypatch.setattr(Runner, "ahead_depth", staticmethod(lambda: 2))
+    monkeypatch.setattr(WorkersAhead, "depth", staticmethod(lambda: 2))
     started = []
-    start_ahead = Runner._start_ahead
-    monkeypatch.setattr(Runner, "_start_ahead", lambda self, spec, env: started.append(spec.run_id)
+    start_ahead = WorkersAhead.start
+    monkeypatch.setattr(WorkersAhead, "start", lambda self, spec, env: started.append(spec.run_id)
                         or start_ahead(self, spec, env))
     plan = _plan(write_scenario, runs=4)
     with open_store(str(tmp_path / "o.db")) as store:
@@ -107,16 +108,16 @@ def test_with_several_workers_ahead_each_imports_through_every_set_up_until_its_
     assert [r.timing.get("paused_workers") for r in records] == [2, 2, 1, None]
     assert [r.checks.get("paused_states") for r in records] == [["T", "T"], ["T", "T"], ["T"], None]
     assert all("imported_ahead" in r.phases_s for r in records[1:])
-    assert not runner._pool  # none left over
+    assert not runner.ahead.pool  # none left over
 
 
 def test_a_worker_ahead_that_no_coming_run_takes_is_stopped(tmp_path, fake_backend, write_scenario, monkeypatch):
-    monkeypatch.setattr(Runner, "ahead_depth", staticmethod(lambda: 2))
+    monkeypatch.setattr(WorkersAhead, "depth", staticmethod(lambda: 2))
     first, second = _plan(write_scenario, runs=2)
     with open_store(str(tmp_path / "o.db")) as store:
         runner = Runner(store, overlap=True)
         stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-        runner._pool.append(_Ahead(("fake", ()), stray, tempfile.TemporaryDirectory()))  # a worker for no one
+        runner.ahead.pool.append(AheadWorker(("fake", ()), stray, tempfile.TemporaryDirectory()))  # a worker for no one
         records = runner.run([first, second]).records
         stopped = stray.poll() is not None  # before close(), which stops whatever is left
         runner.close()

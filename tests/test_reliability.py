@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.results.record import Result
 from harness.results.store import SQLiteStore, open_store
-from harness.session.capacity import fits, search
+from harness.session.capacity_answer import fits
+from harness.session.capacity_search import search
 from harness.session.resume import remaining_runs, settled_results, work_left
 from harness.timing.settings import Measure
 from tests.conftest import RELIABILITY
@@ -191,11 +192,11 @@ def test_the_probe_worker_started_ahead_is_stopped_after_the_search(tmp_path, fa
     with open_store(tmp_path / "a.db") as store:
         runner = Runner(store, memory_limit_bytes=2**31)  # each worker its own limit: starting ahead is harmless
         started = []
-        start = runner._start_ahead
-        runner._start_ahead = lambda *a: (start(*a), started.append(runner._pool[-1].proc))
+        start = runner.ahead.start
+        runner.ahead.start = lambda *a: (start(*a), started.append(runner.ahead.pool[-1].proc))
         (record,) = find_max_batch(runner, [spec], start=2, limit=64, resolution=1).records
     assert record.median == 9
-    assert len(started) >= 3 and not runner._pool
+    assert len(started) >= 3 and not runner.ahead.pool
     assert all(proc.poll() is not None for proc in started)  # the last, never used, was stopped too
     probes = sorted((r for r in store_records(tmp_path / "a.db") if r.get("probe_of")), key=lambda r: r["started_at"])
     assert "imported_ahead" not in probes[0]["phases_s"]  # the first probe's worker started alone

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.present.report.plots import _ratio_label, not_like_for_like
+from harness.present.report.bars import _ratio_label, not_like_for_like
 
 DEBUG = ("tensorflow[keras=keras3]: TensorFlow eager runs the training step op by op from Python, a debugging mode "
          "(Keras's fit runs the step as a tf.function)")

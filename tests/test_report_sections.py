@@ -13,7 +13,7 @@ from harness.present.report import (
     page,
     write_report,
 )
-from harness.present.report import plots as drawing
+from harness.present.report import canvas as drawing
 from harness.present.report.shaping import group_ratios
 from harness.results.record import Result
 from tests.test_compare import make_record, processes

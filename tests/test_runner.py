@@ -155,7 +155,7 @@ def test_a_worker_can_work_under_the_smallest_memory_limit_accepted(runner):
     # MIN_MEMORY_LIMIT is measured: a real torch worker imports and multiplies under it
     from harness.session.limits import MIN_MEMORY_LIMIT
 
-    if not runner._backends["torch"].installed():
+    if not runner.backends["torch"].installed():
         pytest.skip("torch is not installed")
     at_floor = Runner(runner.store, memory_limit_bytes=MIN_MEMORY_LIMIT)
     record = at_floor.execute(dataclasses.replace(spec(), backend="torch", options={}))

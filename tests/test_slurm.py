@@ -16,9 +16,9 @@ import yaml
 
 from harness.errors import InputError
 from harness.results.store import open_store
+from harness.session.executors import endings
 from harness.session.executors.queue import JobState
 from harness.session.executors.settings import SlurmSettings
-from harness.session.executors.slurm import SlurmExecutor, _Job
 from tests import services
 
 #: one node: its tests drain it and count its jobs, so under pytest-xdist they all run in one worker, in turn
@@ -200,7 +200,6 @@ def test_bad_slurm_options_are_refused_before_anything_runs(tmp_path, fake_backe
 def test_how_slurm_ended_a_job_becomes_the_runs_status(tmp_path, state, status, starts):
     """The endings the single-node cluster cannot produce on demand (a node failing, a preemption, the
     kernel's out-of-memory killer in a job's cgroup), from the state squeue reports."""
-    job = _Job(1, None, tmp_path, job_id="7_1")
-    ending = SlurmExecutor(SlurmSettings(time="30"))._ending(job, JobState(state, "Reason X", "gpu-3"))
+    ending = endings.ending("7_1", tmp_path, JobState(state, "Reason X", "gpu-3"), SlurmSettings(time="30").time)
     assert ending["status"] == status
     assert ending["error"].startswith(starts) and ending["error"].endswith("(Slurm's reason: Reason X)")

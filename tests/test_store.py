@@ -369,8 +369,8 @@ def test_an_interrupt_whose_handler_runs_inside_a_journal_add_waits_until_the_st
     `add` only notes the signal, and the session's handler gets it once the store has the result."""
     import signal
 
+    from harness.session.interrupt import Interrupted, trap_signals
     from harness.session.journal import Journal
-    from harness.session.runner import Interrupted, trap_signals
 
     store = open_store(tmp_path / "i.db")
     store.begin_session("s1", [], scenario_path=None, command="test")

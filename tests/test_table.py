@@ -7,7 +7,9 @@ import json
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.present.table import cell, fit, results_text, terminal_width
+from harness.present.cells import cell
+from harness.present.fitting import fit, terminal_width
+from harness.present.table import results_text
 from harness.results.record import Result
 from harness.results.store import open_store
 

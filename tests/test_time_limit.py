@@ -14,8 +14,8 @@ from harness.session.app import (
     prepare_session,
 )
 from harness.session.forecast import Durations, expected_duration
-from harness.session.limits import parse_time_limit
-from harness.session.runner import Runner, TimeLimit
+from harness.session.limits import TimeLimit, parse_time_limit
+from harness.session.runner import Runner
 
 
 @pytest.mark.parametrize("text, seconds", [

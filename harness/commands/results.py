@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 
 from harness.errors import InputError
-from harness.present.table import fit, run_time, summary_table
+from harness.present.cells import run_time
+from harness.present.fitting import fit
+from harness.present.table import summary_table
 from harness.results.store import (
     Store,
     default_store_path,

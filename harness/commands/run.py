@@ -10,6 +10,7 @@ import sys
 import click
 
 from harness.errors import InputError
+from harness.present.fitting import terminal_width
 from harness.present.live import (
     LiveDisplay,
     forecast_lines,
@@ -19,7 +20,7 @@ from harness.present.live import (
     shared_line,
     varying_keys,
 )
-from harness.present.table import configuration_summary, terminal_width
+from harness.present.table import configuration_summary
 from harness.results.store import redact
 from harness.scenario.schema import parse_resolution
 from harness.session.app import (
@@ -31,8 +32,8 @@ from harness.session.app import (
     run_session,
 )
 from harness.session.executors import EXECUTORS, sbatch_pairs, slurm_settings
+from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.limits import MIN_MEMORY_LIMIT_TEXT, check_timeout
-from harness.session.runner import Interrupted, trap_signals
 from harness.timing.settings import describe_measure, process_bounds
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.present.table import describe, terminal_width, wrap
+from harness.present.fitting import describe, terminal_width, wrap
 from harness.results.compare.breakdown import PARTS, Pair
 
 #: Below this width the shares of the step are left out (the milliseconds and the difference stay).

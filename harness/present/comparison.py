@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import math
 
+from harness.present.cells import cell
+from harness.present.fitting import describe, fit, terminal_width, wrap
 from harness.present.report.page import markdown_table, markdown_text
-from harness.present.table import cell, describe, fit, terminal_width, wrap
 from harness.results.compare import (
     CI_WITHIN,
     DATASHEET_COLUMNS,

@@ -8,7 +8,7 @@ import textwrap
 
 import click
 
-from harness.present.table import describe, terminal_width
+from harness.present.fitting import describe, terminal_width
 from harness.results.record import Result
 from harness.session.forecast import CPU_TFLOPS, Forecast
 from harness.session.request import SessionObserver, SessionStarted

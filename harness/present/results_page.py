@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.present.cells import run_time
 from harness.present.report.page import Markdown, markdown_table
-from harness.present.table import run_time
 from harness.results.compare import (
     METRICS,
     compare,

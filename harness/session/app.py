@@ -32,8 +32,14 @@ from harness.results.store import (
 from harness.session.capacity import find_max_batch
 from harness.session.executors import executor_for
 from harness.session.forecast import Durations, Forecast, forecast
+from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.journal import Journal
-from harness.session.limits import check_timeout, parse_size, parse_time_limit
+from harness.session.limits import (
+    TimeLimit,
+    check_timeout,
+    parse_size,
+    parse_time_limit,
+)
 from harness.session.plan import RunSpec
 from harness.session.request import (
     PreparedSession,
@@ -42,13 +48,7 @@ from harness.session.request import (
     SessionStarted,
 )
 from harness.session.resume import prepare_resume
-from harness.session.runner import (
-    Interrupted,
-    Runner,
-    SessionOutcome,
-    TimeLimit,
-    trap_signals,
-)
+from harness.session.runner import Runner, SessionOutcome
 from harness.session.start import prepare_start
 
 __all__ = ["EXIT_NOTHING_MEASURED", "EXIT_TIME_LIMIT", "FinishedSession", "LOW_DISK_BYTES", "PreparedSession",
@@ -147,7 +147,6 @@ def prepare_session(request: SessionRequest, observer: SessionObserver | None = 
                          f"--executor {request.executor}", field="--executor")
     if time_limit_s is not None and prepared.capacity_mode:
         raise InputError(_CAPACITY_NO_LIMIT, field="--time-limit")
-    prepared.executor, prepared.slurm, prepared.time_limit_s = request.executor, request.slurm, time_limit_s
     return prepared
 
 
@@ -252,7 +251,7 @@ def _execute(store: Store, prepared: PreparedSession, observer: SessionObserver)
                 forecast(prepared.plan, records, prepared.capacity_mode)))
             runner = Runner(store, on_start=observer.run_started, on_result=observer.run_finished,
                             on_progress=observer.run_progress, memory_limit_bytes=prepared.memory_limit_bytes,
-                            executor=executor_for(prepared.executor, prepared.slurm, observer.notice),
+                            executor=executor_for(prepared.request.executor, prepared.request.slurm, observer.notice),
                             time_limit=_time_limit(prepared, records))
             try:
                 if prepared.capacity_mode:

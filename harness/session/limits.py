@@ -1,13 +1,19 @@
-"""The limits a session puts on each worker: its host memory (--memory-limit) and its time (--timeout),
-checked before anything is read, planned or written."""
+"""The limits a session puts on each worker, its host memory (--memory-limit) and its time (--timeout), and on
+itself (--time-limit), checked before anything is read, planned or written; `TimeLimit` keeps the last as the
+session runs."""
 
 from __future__ import annotations
 
 import math
 import re
+import time
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Callable
 
 from harness.errors import InputError
+from harness.results.record import Result
+from harness.seam.runspec import RunSpec
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
           "g": 10**9, "gb": 10**9, "gib": 1024**3, "t": 10**12, "tb": 10**12, "tib": 1024**4}
@@ -79,3 +85,43 @@ def parse_time_limit(text: str | None) -> float | None:
         raise InputError(f"--time-limit {shown}: expected a duration more than 0 and at most 7 days: seconds (540), "
                          "with a unit (540s, 9m, 1h30m) or [HH:]MM:SS", field="--time-limit")
     return seconds
+
+
+@dataclass(frozen=True)
+class TimeLimitStop:
+    """Where a session's --time-limit stopped it: before run `index` (1-based) of the plan, `spec`, which was
+    expected to take `expected_s` (on `basis`: earlier runs) with `left_s` of the limit left."""
+
+    limit_s: float
+    index: int
+    spec: RunSpec
+    expected_s: float | None
+    basis: str
+    left_s: float
+
+
+@dataclass
+class TimeLimit:
+    """A session's --time-limit: a run starts only while the time it is expected to take fits in what is left of
+    the limit, so that no run is cut off by whatever ends the session's time (a job's wall time, a machine's
+    lease). `expected(spec, records so far)` gives (seconds, basis) or None: a run with nothing to go by starts
+    while any time is left. The limit counts from `start` on `clock`."""
+
+    seconds: float
+    expected: Callable[[RunSpec, list[Result]], tuple[float, str] | None]
+    clock: Callable[[], float] = time.monotonic
+    start: float | None = None
+
+    def __post_init__(self):
+        if self.start is None:
+            self.start = self.clock()
+
+    def stop_before(self, index: int, spec: RunSpec, records: list[Result]) -> TimeLimitStop | None:
+        """Why run `index` (`spec`) must not start, or None where it may."""
+        left = self.start + self.seconds - self.clock()
+        if left <= 0:
+            return TimeLimitStop(self.seconds, index, spec, None, "no time left", 0.0)
+        guess = self.expected(spec, records)
+        if guess is not None and guess[0] > left:
+            return TimeLimitStop(self.seconds, index, spec, guess[0], guess[1], left)
+        return None

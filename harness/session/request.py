@@ -4,11 +4,16 @@ is about to run (`PreparedSession`), and what it is told as it runs (`SessionObs
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from harness.results.record import Result
 from harness.session.forecast import Forecast
+from harness.session.limits import parse_time_limit
 from harness.session.plan import RunSpec
 from harness.session.rounds import AdaptiveRounds
+
+if TYPE_CHECKING:  # the executors' package imports the runner, which a request's values need not load
+    from harness.session.executors.settings import SlurmSettings
 
 
 @dataclass(frozen=True)
@@ -33,9 +38,9 @@ class SessionRequest:
     command: str | None = None
     #: run only the documents of a multi-document scenario file with these names (--document)
     documents: tuple[str, ...] = ()
-    #: where the runs execute (harness.session.executors: local, slurm) and, for slurm, its SlurmSettings
+    #: where the runs execute (harness.session.executors: local, slurm) and, for slurm, its settings
     executor: str = "local"
-    slurm: object | None = None
+    slurm: SlurmSettings | None = None
     #: --time-limit as given (540, 9m, 1h30m, HH:MM:SS): start no run expected to end after it
     time_limit: str | None = None
 
@@ -49,12 +54,15 @@ class Resumed:
     what: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class PreparedSession:
     """A session planned and checked, nothing written yet: its runs in order and, for a capacity search, each
     group of specs with its search settings. `entries`, `settings` and `command` are what a new session stores
-    (None when resumed: the store has them); `resumed` says what a resumed session has left."""
+    (None when resumed: the store has them); `resumed` says what a resumed session has left. Where and how long
+    it runs (the executor, its Slurm settings, --time-limit) is the request's, read from it."""
 
+    #: what the caller asked for, checked by prepare_session
+    request: SessionRequest
     session_id: str
     plan: list[RunSpec]
     groups: list[tuple[dict, list[RunSpec]]]
@@ -68,11 +76,11 @@ class PreparedSession:
     resumed: Resumed | None = None
     #: the rounds added after the plan for `processes: auto` configurations (None: every count is fixed)
     rounds: AdaptiveRounds | None = None
-    #: where the runs execute and, for slurm, its settings (as the request gave them)
-    executor: str = "local"
-    slurm: object | None = None
-    #: --time-limit in seconds, counted from the session's start (None: none)
-    time_limit_s: float | None = None
+
+    @property
+    def time_limit_s(self) -> float | None:
+        """--time-limit in seconds, counted from the session's start (None: none)."""
+        return parse_time_limit(self.request.time_limit)
 
 
 @dataclass(frozen=True)

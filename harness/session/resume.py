@@ -20,7 +20,7 @@ from harness.session.capacity import capacity_key
 from harness.session.plan import RunSpec, new_id
 from harness.session.request import PreparedSession, Resumed, SessionRequest
 from harness.session.rounds import AdaptiveRounds
-from harness.session.runner import answer_holds
+from harness.session.unsupported import answer_holds
 
 
 def remaining_runs(entries: list[dict], ok: list[tuple[str, int | None]]) -> list[bool]:
@@ -68,7 +68,7 @@ def work_left(entries: list[dict], ok: list[tuple[str, int | None]]) -> tuple[in
 
 def settled_results(reader: Store, session_id: str) -> list[tuple[str, int | None]]:
     """(run_key, replicate) of the session's stored results that need no second run: every `ok` one, and every
-    `unsupported` one whose reason holds wherever it is resumed (harness.session.runner.answer_holds). An
+    `unsupported` one whose reason holds wherever it is resumed (harness.session.unsupported.answer_holds). An
     unsupported configuration is answered once, not again at every resume."""
     answered = [(key, rep) for key, rep, error in reader.decided_results(session_id, "unsupported")
                 if answer_holds(error)]
@@ -185,5 +185,6 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
     rounds = None if capacity_mode else AdaptiveRounds.of(
         [RunSpec.from_dict(entry) for entry in entries], planned=len(entries),
         limit=settings.get("max_runs") or DEFAULT_MAX_RUNS)
-    return PreparedSession(session_id=session["session_id"], plan=plan, groups=groups, capacity_mode=capacity_mode,
-                           store_path=path, memory_limit_bytes=limit_bytes, resumed=resumed, rounds=rounds)
+    return PreparedSession(request=request, session_id=session["session_id"], plan=plan, groups=groups,
+                           capacity_mode=capacity_mode, store_path=path, memory_limit_bytes=limit_bytes,
+                           resumed=resumed, rounds=rounds)

@@ -151,8 +151,9 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
                 "overrides": list(request.overrides), "max_runs": request.max_runs,
                 "documents": list(request.documents),
                 **{f"capacity_{k}": v for k, v in request.capacity.items()}}
-    return PreparedSession(session_id=session_id, plan=plan, groups=groups, capacity_mode=capacity_mode,
-                           store_path=default_store_path(request.store_path), memory_limit_bytes=limit_bytes,
+    return PreparedSession(request=request, session_id=session_id, plan=plan, groups=groups,
+                           capacity_mode=capacity_mode, store_path=default_store_path(request.store_path),
+                           memory_limit_bytes=limit_bytes,
                            scenario_path=str(path), entries=entries, settings=settings,
                            command=request.command or shlex.join(["harness", "run", str(request.scenario_file)]),
                            rounds=None if capacity_mode else AdaptiveRounds.of(plan, planned=len(plan), limit=limit))

@@ -161,7 +161,7 @@ def open_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerRes
     replicas = workload.replicas(params)
     replica = Replica.from_env() if replicas > 1 else None
     if replica is None and replicas > 1:
-        raise Unsupported(f"replicas={replicas} needs the data-parallel launch (harness.session.runner); "
+        raise Unsupported(f"replicas={replicas} needs the data-parallel launch (harness.session.dataparallel); "
                           "this worker was started as a single process")
     if replica is None:
         device = backend.open_device(spec.device or "auto", threads)

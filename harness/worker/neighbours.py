@@ -1,6 +1,6 @@
 """The next runs' workers, started ahead to import their frameworks while this run sets up, kept still (SIGSTOP)
 from this run's first step until its last measurement, so that nothing they do shares the host with what is
-timed. The runner names them in a file beside the run's spec (harness.session.runner); a worker started ahead
+timed. The runner names them in a file beside the run's spec (harness.session.ahead); a worker started ahead
 reads that file only once its run is handed over."""
 
 from __future__ import annotations

@@ -9,11 +9,18 @@ datasheet ratios; every result; every warning. No workload or technique is named
 the workloads say what to draw.
 
 By job: `shaping` turns records into what a plot shows and `rows` into the report's tables and lists;
-`plots` draws (matplotlib's Agg canvas; the HTML embeds the plots as base64 PNG data URIs, the Markdown
-links PNG files written beside it); `sections` puts them in order, `page` renders HTML and Markdown and
-`files` writes them.
+`bars` and `plots` draw (bar charts; lines against a parameter and the plot kinds a workload may declare)
+on `canvas` (matplotlib's Agg canvas; the HTML embeds the plots as base64 PNG data URIs, the Markdown links PNG
+files written beside it), `breakdown` the profile's; `sections` puts them in order, `page` renders HTML and
+Markdown and `files` writes them.
 """
 
+from harness.present.report.bars import (
+    PEAK_COLOUR,
+    draw_grouped_bars,
+    plot_technique_speedups,
+    plot_tflops_vs_peak,
+)
 from harness.present.report.files import write_report
 from harness.present.report.page import (
     CELL_CHARS,
@@ -24,15 +31,7 @@ from harness.present.report.page import (
     render_html,
     render_markdown,
 )
-from harness.present.report.plots import (
-    PEAK_COLOUR,
-    PLOT_KINDS,
-    draw_grouped_bars,
-    plot_memory_vs_x,
-    plot_metric_vs_x,
-    plot_technique_speedups,
-    plot_tflops_vs_peak,
-)
+from harness.present.report.plots import PLOT_KINDS, plot_memory_vs_x, plot_metric_vs_x
 from harness.present.report.rows import (
     device_ratio_rows,
     result_rows,

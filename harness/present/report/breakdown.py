@@ -5,8 +5,8 @@ side next to each other, and the table of the differences."""
 from __future__ import annotations
 
 from harness.errors import InputError
+from harness.present.report.canvas import figure, png
 from harness.present.report.page import Plot, Section
-from harness.present.report.plots import png
 from harness.results.compare.breakdown import PARTS, Pair, breakdown_pairs, profile_ms
 from harness.results.record import Result
 
@@ -19,23 +19,13 @@ CLASS_COLOURS = {
 }
 
 
-def _figure(width: float, height: float):
-    # deferred on purpose: matplotlib is slow to import, and `harness compare` imports the report's package
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def plot_pairs(pairs: list[Pair], title: str, slug: str = "profile_breakdown") -> Plot:
     """Horizontal stacked bars, one per side of each pair (baseline above its side), a segment per class."""
     bars = []
     for pair in pairs:
         bars += [(pair.baseline.label, pair.baseline.ms), (f"{pair.value.label}", pair.value.ms), None]
     bars = bars[:-1]
-    fig = _figure(9.0, max(2.5, 0.45 * len(bars) + 1.5))
+    fig = figure(9.0, max(2.5, 0.45 * len(bars) + 1.5))
     ax = fig.add_subplot()
     for y, bar in enumerate(reversed(bars)):
         if bar is None:

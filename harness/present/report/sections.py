@@ -5,13 +5,10 @@ warning."""
 from __future__ import annotations
 
 from harness.errors import InputError
+from harness.present.report.bars import plot_frameworks, plot_technique_speedups
 from harness.present.report.breakdown import breakdown_section
 from harness.present.report.page import CELL_CHARS, Section, cell_text
-from harness.present.report.plots import (
-    PLOT_KINDS,
-    plot_frameworks,
-    plot_technique_speedups,
-)
+from harness.present.report.plots import PLOT_KINDS
 from harness.present.report.rows import (
     device_ratio_rows,
     result_rows,

@@ -15,9 +15,12 @@ change of at least the minimum effect (README, "Statistics").
 
 By job: `records` reads a record (its configuration key, backend variant, per-process value),
 `verdicts` judges a row, `datasheet` gives the device ratio the datasheets expect, `pairing` builds
-the rows, `display` formats them; `fastest`, `techniques` and `regressions` answer from them.
+the rows against the `baseline` with their `caveats`, `display` formats them; `fastest`, `techniques`
+and `regressions` answer from them.
 """
 
+from harness.results.compare.baseline import label, resolve_baseline, session_baseline
+from harness.results.compare.caveats import CONTEXT_FIELDS, alike, busy_records
 from harness.results.compare.datasheet import (
     DATASHEET_COLUMNS,
     datasheet_ratio,
@@ -34,16 +37,10 @@ from harness.results.compare.fastest import describe_fastest, fastest_configurat
 from harness.results.compare.pairing import (
     CI_PROCESSES,
     CI_WITHIN,
-    CONTEXT_FIELDS,
     RESULT_COLUMNS,
     SCALING_COLUMNS,
-    alike,
-    busy_records,
     compare,
-    label,
-    resolve_baseline,
     scaling_efficiency_of,
-    session_baseline,
 )
 from harness.results.compare.records import (
     BY_FIELDS,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.errors import InputError
-from harness.results.compare.pairing import grouped, label, resolve_baseline
+from harness.results.compare.baseline import label, resolve_baseline
+from harness.results.compare.pairing import grouped
 from harness.results.compare.records import (
     ok_records,
     parse_by,

@@ -1,4 +1,5 @@
-"""Pairing records for a comparison: match groups, the baseline of each, and one row per compared value.
+"""Pairing records for a comparison: match groups and one row per compared value against its group's baseline
+(harness.results.compare.baseline), with what the row warns of (harness.results.compare.caveats).
 
 Records are matched on every identifying field except the ones compared (a backend's non-default
 options included), so only the compared field differs. Each record is one worker process, and a
@@ -7,16 +8,19 @@ process is the unit of the comparison: it gives one sample, its median over its 
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 
 from harness.errors import InputError
-from harness.machine.envcheck import busy_reasons
+from harness.results.compare.baseline import (
+    backend_order,
+    baseline_of,
+    label,
+    resolve_baseline,
+)
+from harness.results.compare.caveats import row_warnings
 from harness.results.compare.datasheet import DATASHEET_COLUMNS, datasheet_columns
 from harness.results.compare.records import (
     BY_FIELDS,
-    canonical_backend,
     field_value,
     hashable,
     known_fields,
@@ -37,12 +41,9 @@ from harness.results.compare.verdicts import (
     verdict_words,
 )
 from harness.results.record import Result
-from harness.seam.backend import BUILTIN_BACKENDS
 from harness.timing import stats
 from harness.workloads import WORKLOADS
 
-#: Fields that do not identify a configuration but should agree between matched runs.
-CONTEXT_FIELDS = ("framework_version", "device_name", "device")
 #: ci_basis values: the ratio's CI came from a bootstrap over processes, or from one process's blocks.
 CI_PROCESSES, CI_WITHIN = "processes", "within-process"
 
@@ -73,52 +74,6 @@ def scaling_efficiency_of(record_base: Result, record_value: Result, ratio) -> f
     return ratio * base_r / value_r
 
 
-# --------------------------------------------------------------------------- warnings of a side
-def alike(texts: list[str], total: int) -> list[str]:
-    """Texts that differ only in their figures told once, with how many of `total` processes gave one."""
-    groups: dict[str, list[str]] = {}
-    for text in texts:
-        groups.setdefault(re.sub(r"[0-9][0-9.,]*", "#", text), []).append(text)
-    out = []
-    for found in groups.values():
-        out.append(found[0] if total <= 1 else f"{found[0]} ({len(found)} of {total} processes)")
-    return out
-
-
-def _side_warnings(label: str, records: list[Result], by: list[str]) -> list[str]:
-    # one line per kind of warning, not one per process: five processes with a wide CV are one fact
-    per_record = [list(dict.fromkeys(str(w) for w in record.warnings or [])) for record in records]
-    out = [f"{label}: {text}" for text in alike([w for found in per_record for w in found], len(records))]
-    for name in CONTEXT_FIELDS:
-        if name in by:
-            continue
-        seen = sorted({str(getattr(r, name)) for r in records})
-        if len(seen) > 1:
-            out.append(f"{label}: pooled runs differ in {name} ({', '.join(seen)})")
-    return out
-
-
-def busy_records(records: list[Result]) -> list[tuple[Result, list[str]]]:
-    """The records whose captured machine state says the machine was busy, each with the reasons."""
-
-    out = []
-    for record in records:
-        env = record.env
-        reasons = busy_reasons(env if isinstance(env, dict) else {}, record.device)
-        if reasons:
-            out.append((record, reasons))
-    return out
-
-
-def _busy_warning(label: str, records: list[Result]) -> str | None:
-    busy = busy_records(records)
-    if not busy:
-        return None
-    reasons = alike([reason for _, found in busy for reason in found], 1)
-    return f"{label}: busy machine in {len(busy)} of {len(records)} process(es) ({'; '.join(reasons)})"
-
-
-# --------------------------------------------------------------------------- the compared values
 def _check_by(by: list[str], records: list[Result]) -> None:
     if not by:
         raise InputError("--by: name at least one field to compare", field="--by")
@@ -126,63 +81,6 @@ def _check_by(by: list[str], records: list[Result]) -> None:
     for name in by:
         if name not in known:
             raise InputError(f"--by {name}: no such field; expected one of {', '.join(known)}", field="--by")
-
-
-def label(values: tuple) -> str:
-    """A compared value (one per --by field) as the comparison names it: `torch / fp32`."""
-    return " / ".join("-" if v is None else str(v) for v in values)
-
-
-def _replicas_order(value) -> float:
-    """A replicas value as a number for ordering (one-field keys come as 1-tuples); unknown last."""
-    v = value[0] if isinstance(value, tuple) and len(value) == 1 else value
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.inf
-
-
-def _baseline_values(baseline: str, by: list[str]) -> tuple[str, ...]:
-    parts = [baseline] if len(by) == 1 else [p.strip() for p in baseline.replace("/", ",").split(",")]
-    if len(parts) != len(by):
-        raise InputError(
-            f"--baseline {baseline!r}: give one value per --by field ({', '.join(by)}), separated by commas",
-            field="--baseline",
-        )
-    return tuple(canonical_backend(p) if f == "backend" else p for f, p in zip(by, parts))
-
-
-def resolve_baseline(baseline: str, by: list[str], order: list[tuple]) -> tuple:
-    """The compared value `--baseline` names; a backend without options names its one variant if it has one."""
-    wanted = _baseline_values(str(baseline), by)
-    matching = [v for v in order if tuple(str(x) for x in v) == wanted]
-    if not matching and "backend" in by:
-        i = by.index("backend")
-        others = [j for j in range(len(by)) if j != i]
-
-        def fits(v: tuple) -> bool:
-            return (str(v[i]).split("[", 1)[0] == wanted[i]
-                    and all(str(v[j]) == wanted[j] for j in others))
-
-        matching = [v for v in order if fits(v)]
-        if len(matching) > 1:
-            names = ", ".join(repr(label(v)) for v in matching)
-            raise InputError(f"--baseline {baseline}: several variants match ({names}); name one", field="--baseline")
-    if not matching:
-        seen = ", ".join(repr(label(v)) for v in order)
-        raise InputError(f"--baseline {baseline}: no result has it for {', '.join(by)} (seen: {seen})", field="--baseline")
-    return matching[0]
-
-
-def session_baseline(records: list[Result], sessions, baseline: str | None) -> str | None:
-    """The baseline of a comparison by session: the one named, else the first of `sessions`; a unique
-    prefix of a session id of the records names that session."""
-    ids = list(dict.fromkeys(r.session_id for r in records))
-    wanted = baseline if baseline is not None else (sessions[0] if sessions else None)
-    if wanted is None:
-        return baseline
-    matches = [s for s in ids if str(s).startswith(wanted)]
-    return matches[0] if wanted not in ids and len(matches) == 1 else wanted
 
 
 # --------------------------------------------------------------------------- one row per compared value
@@ -233,33 +131,6 @@ def _ratio_ci(base: Side, value: Side, ratio) -> tuple:
     return low, high, basis
 
 
-def host_of(record: Result) -> str | None:
-    """The machine a record was measured on: its Slurm node where a job ran it, else the host the worker saw."""
-    slurm = record.extra.get("slurm") if isinstance(record.extra, dict) else None
-    node = slurm.get("node") if isinstance(slurm, dict) else None
-    env = record.env if isinstance(record.env, dict) else {}
-    return node or env.get("hostname")
-
-
-def _hosts_warning(base_label: str, base: Side, value_label: str, value: Side, by: list[str]) -> list[str]:
-    """A comparison whose sides were measured on different machines says so (unless the machines are compared)."""
-    if {"device", "device_name"} & set(by):
-        return []
-    hosts_base = {h for h in map(host_of, base.records) if h}
-    hosts_value = {h for h in map(host_of, value.records) if h}
-    if not hosts_base or not hosts_value or hosts_base == hosts_value:
-        return []
-    return [f"{base_label} and {value_label} ran on different machines ({', '.join(sorted(hosts_base))} against "
-            f"{', '.join(sorted(hosts_value))}): the difference may be the machines'"]
-
-
-def _row_warnings(base_label: str, base: Side, value_label: str, value: Side, by: list[str]) -> dict:
-    warnings = (_hosts_warning(base_label, base, value_label, value, by)
-                + _side_warnings(base_label, base.records, by) + _side_warnings(value_label, value.records, by))
-    busy = [w for w in (_busy_warning(base_label, base.records), _busy_warning(value_label, value.records)) if w]
-    return dict(busy=bool(busy), warnings="; ".join(dict.fromkeys(busy + warnings)))
-
-
 def _row(key: tuple, base_value: tuple, base: Side, value: tuple, side: Side, question: Question) -> dict:
     """The comparison row of one compared value against its group's baseline."""
     n_base, n_value = len(base.processes), len(side.processes)
@@ -279,7 +150,7 @@ def _row(key: tuple, base_value: tuple, base: Side, value: tuple, side: Side, qu
         baseline_runs=n_base, value_runs=n_value, baseline_samples=len(base.blocks), value_samples=len(side.blocks),
         baseline_cv=stats.cv(base.processes), value_cv=stats.cv(side.processes),
         higher_is_better=higher_is_better(metric, first.unit),
-        **_row_warnings(label(base_value), base, label(value), side, question.by),
+        **row_warnings(label(base_value), base.records, label(value), side.records, question.by),
     )
     if question.by_scaling:
         row["scaling_efficiency"] = scaling_efficiency_of(first, side.records[0], ratio)
@@ -331,36 +202,6 @@ def grouped(records: list[Result], by: list[str]) -> tuple[list[tuple], dict]:
     return backend_order(order, by), groups
 
 
-def backend_order(order: list[tuple], by: list[str]) -> list[tuple]:
-    """Compared values by backend in a fixed order: the built-in backends first, as harness lists them (torch,
-    then tensorflow), then the others by name, each backend's variants by name (`tensorflow[keras=keras3]`
-    before `tensorflow[keras=tf_keras]`); values alike there keep the order first seen. A session interleaves
-    its runs in a shuffled order, so the first backend seen, and with it the default baseline of
-    `compare --by backend`, would change from one session to the next."""
-    if "backend" not in by:
-        return order
-    at, builtin = by.index("backend"), list(BUILTIN_BACKENDS)
-
-    def rank(value: tuple) -> tuple:
-        name = str(value[at])
-        base = name.split("[", 1)[0]
-        return (builtin.index(base) if base in builtin else len(builtin), base, name)
-
-    return sorted(order, key=rank)
-
-
-def _baseline_of(sides: dict, order: list[tuple], wanted: tuple | None, by_scaling: bool) -> tuple | None:
-    """A match group's baseline value: the one named, else the fewest replicas (by scaling), else the first seen;
-    None for a group with nothing to compare."""
-    if len(sides) < 2:
-        return None
-    if wanted is not None:
-        return wanted if wanted in sides else None
-    if by_scaling:  # the fewest replicas is the baseline, whichever ran first
-        return min(sides, key=lambda v: (_replicas_order(v), order.index(v)))
-    return min(sides, key=order.index)
-
-
 def compare(records, by: list[str], baseline: str | None = None, metric: str = "median", *,
             min_effect: float = MIN_EFFECT_PCT, alpha: float = ALPHA):
     """A pandas DataFrame, one row per (match group, compared value) against the baseline value.
@@ -387,7 +228,7 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     question = Question(by, metric, alpha, min_effect, any(f in ("device", "device_name") for f in by), by_scaling)
     rows = []
     for key, sides in groups.items():
-        base_value = _baseline_of(sides, order, wanted, by_scaling)
+        base_value = baseline_of(sides, order, wanted, by_scaling)
         if base_value is not None:
             rows += _group_rows(key, sides, base_value, order, question)
     if not rows:

@@ -3,7 +3,8 @@
 - `local` (the default): each run in a worker process on this machine, started and waited for by the
   Runner itself (harness.session.runner), as harness always has.
 - `slurm`: each run as a Slurm job, the whole plan submitted as job arrays (`slurm.SlurmExecutor`), with
-  the options of `settings.SlurmSettings` (flags over a config file); `job` is what runs in the job.
+  the options of `settings.SlurmSettings` (flags over a config file); `job` is what runs in the job,
+  `queue` asks Slurm how its jobs stand, and `endings` makes the record of a job that has ended.
 
 An executor other than the local one takes the whole plan (`run_plan(runner, plan) -> SessionOutcome`) and
 uses the Runner's parts: its store, its observers, its decisions of runs that need no worker. How the ranks

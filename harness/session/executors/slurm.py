@@ -8,10 +8,8 @@ so that interleaved runs start in the order they were planned. Each job runs one
 a folder every node sees (`SlurmSettings.folder`); submitit's own job files sit beside them.
 
 The submitter polls Slurm (one squeue call for the whole session, every `poll_s`), shows each run as
-its job starts and its progress as the worker reports it, stores each result as its job ends, and turns
-how Slurm ended a job that wrote no result into the run's status: TIMEOUT is `timeout`, OUT_OF_MEMORY
-`oom`; a node failure, a preemption or a cancellation is `failed` with the error saying which. Slurm's
-state and reason, the job id, the node and the GPUs are kept in the record's `slurm` note. Ctrl-C (or
+its job starts and its progress as the worker reports it, and stores each result as its job ends
+(`endings`: how Slurm ended a job that wrote no result becomes the run's status). Ctrl-C (or
 SIGTERM) cancels the session's pending and running jobs; what finished stays stored, and `--resume`
 submits only the runs without an ok result. The submitter writes the store, not the jobs: the jobs need
 no database credentials and no route to the server (none reach their environment, which Slurm keeps on
@@ -21,7 +19,6 @@ disk), and a store that fails stops one process, which keeps every result in a s
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import signal
@@ -35,33 +32,22 @@ from harness.errors import InputError, StoreWriteError
 from harness.machine.devices import gpu_index
 from harness.results.record import Result, utc_now, write_json_atomic
 from harness.results.store import redact
+from harness.session.dataparallel import replicas_of
 from harness.session.executors import queue
+from harness.session.executors.endings import job_record, unlisted_end
 from harness.session.executors.job import run_worker
 from harness.session.executors.settings import SlurmSettings
+from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec
-from harness.session.runner import (
-    Interrupted,
-    ProgressReader,
-    SessionOutcome,
-    read_worker_result,
+from harness.session.progress import ProgressReader, show_progress
+from harness.session.runner import SessionOutcome
+from harness.session.worker_process import (
     runner_env,
-    trap_signals,
     worker_env,
 )
 
 #: Variables that hold a database password and never reach a job (the jobs write no store).
 SECRET_VARIABLES = ("PGPASSWORD",)
-#: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
-LIST_GRACE_S = 30.0
-LOG_TAIL_CHARS = 3000
-#: The run's status and what the error says, for a job that ended without a result, by Slurm's state.
-ENDINGS = {
-    "TIMEOUT": ("timeout", "Slurm ended job {job} at its time limit ({limit}) before the run wrote a result"),
-    "OUT_OF_MEMORY": ("oom", "Slurm ended job {job}: out of memory (the job's memory limit)"),
-    "NODE_FAIL": ("failed", "node failure: Slurm lost node {node} while job {job} ran"),
-    "PREEMPTED": ("failed", "preempted: Slurm preempted job {job} before the run wrote a result"),
-    "CANCELLED": ("failed", "cancelled: job {job} was cancelled (scancel) before the run wrote a result"),
-}
 
 
 @dataclass
@@ -154,7 +140,7 @@ class SlurmExecutor:
     def _decided(self, runner, spec: RunSpec) -> Result | None:
         """The record of a run decided on this machine, without a job, or None."""
         static = runner.static_status(spec)
-        if static is None and runner._replicas(spec) > 1:
+        if static is None and replicas_of(spec) > 1:
             static = ("unsupported", "--executor slurm runs one worker per job; a data-parallel run (replicas > 1) "
                                      "runs with --executor local (on each node: harness run --nnodes ...)")
         if static is None:
@@ -202,7 +188,7 @@ class SlurmExecutor:
         """(argv, environment, folder) of a run's worker: its spec written, the environment as the submitter would
         give a local worker, less what is the same in the job anyway."""
         write_json_atomic(job.folder / "spec.json", job.spec.to_dict())
-        backend = runner._backends[job.spec.backend]
+        backend = runner.backends[job.spec.backend]
         env = worker_env(runner.memory_limit_bytes, backend.worker_env(job.spec.options, probe=False))
         env["HARNESS_PROGRESS_FILE"] = str(job.folder / "progress.jsonl")
         job.progress = ProgressReader(job.folder / "progress.jsonl")
@@ -219,13 +205,14 @@ class SlurmExecutor:
             if states is not None:
                 self._say_pending(states, waiting)
                 for job_id, job in list(waiting.items()):
-                    state = states.get(job_id) or self._unlisted(job)
+                    state = states.get(job_id) or unlisted_end(job.job_id, job.folder, job.submitted_at)
                     if state is None:
                         continue
                     self._follow(runner, job, state, n)
                     if state.ended:
                         del waiting[job_id]
-                        self._finish(runner, job, n, self._record(job, state), outcome)
+                        self._finish(runner, job, n, job_record(job.spec, job.folder, job.job_id, state,
+                                                                self.settings.time), outcome)
                     if outcome.store_error is not None:  # the store failed: the session stops, as it does locally
                         queue.cancel(list(waiting))
                         return
@@ -239,12 +226,7 @@ class SlurmExecutor:
             runner.on_start(job.index, n, job.spec)
         if job.started and job.progress is not None:
             for event in job.progress.read():
-                try:
-                    runner.on_progress(job.spec, event)
-                except Interrupted:
-                    raise
-                except Exception:  # noqa: BLE001 - a display that fails must not fail the run
-                    pass
+                show_progress(runner.on_progress, job.spec, event)
 
     def _say_pending(self, states: dict, waiting: dict) -> None:
         """Tell the user why jobs wait, each time the reasons change (a node drained, a partition down...)."""
@@ -257,63 +239,3 @@ class SlurmExecutor:
         if said != self._said and any(r not in ("Priority", "Resources", "JobArrayTaskLimit") for r in reasons):
             self.notice(f"slurm: job(s) pending: {said}")
         self._said = said
-
-    def _unlisted(self, job: _Job) -> queue.JobState | None:
-        """The end of a job squeue no longer lists: from sacct, else from its own files; None while it may yet be
-        listed (just submitted)."""
-        if time.monotonic() - job.submitted_at < LIST_GRACE_S:
-            return None
-        state = queue.accounted(job.job_id)
-        if state is not None:
-            return state if state.ended else None
-        ended = _read(job.folder / "exit.json")
-        if ended is not None:
-            return queue.JobState("COMPLETED" if ended.get("returncode") == 0 else "FAILED")
-        return queue.JobState("FAILED", "Slurm no longer lists the job and keeps no accounting of it")
-
-    def _record(self, job: _Job, state: queue.JobState) -> Result:
-        """A run's record once its job has ended: what the worker wrote, else how Slurm ended the job."""
-        placement = _read(job.folder / "placement.json") or {}
-        result = Result.planned(job.spec).updated(started_at=placement.get("started_at") or utc_now())
-        written = read_worker_result(job.folder / "result.json")
-        if written is not None:
-            result = result.merged(written)
-        else:
-            result = result.updated(**self._ending(job, state))
-        if not result.env:
-            result = result.updated(env=runner_env())
-        if result.status != "ok":
-            tail = _tail(job.folder / "worker.log")
-            if tail:
-                result = result.merged({"log_tail": tail})
-        slurm = {"job_id": job.job_id, "state": state.state, "reason": state.reason or None,
-                 "node": placement.get("node") or state.node or None, "gpus": placement.get("gpus"),
-                 "partition": placement.get("partition")}
-        return result.merged({"slurm": slurm})
-
-    def _ending(self, job: _Job, state: queue.JobState) -> dict:
-        """status and error of a job that ended without a result."""
-        limit = self.settings.time or "the run's timeout"
-        status, text = ENDINGS.get(state.state, ("failed", "Slurm job {job} ended {state} before the run wrote a "
-                                                            "result"))
-        error = text.format(job=job.job_id, limit=limit, node=state.node or "?", state=state.state)
-        ended = _read(job.folder / "exit.json")
-        if ended is not None and state.state not in ENDINGS:
-            error = f"worker exited with code {ended.get('returncode')} before writing a result (Slurm job {job.job_id})"
-        if state.reason:
-            error += f" (Slurm's reason: {state.reason})"
-        return {"status": status, "error": error}
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _tail(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[-LOG_TAIL_CHARS:].strip()
-    except OSError:
-        return ""

@@ -1,0 +1,50 @@
+"""A session's compilation caches (`measure.compile_cache`): the folders each run's framework and CUDA driver
+compile into, which the session owns and removes at its end."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+
+from harness.seam.backend import Backend
+from harness.seam.runspec import RunSpec
+
+
+class CompileCaches:
+    """The session's cache folders (harness-cache-*), made at the first run that needs one."""
+
+    def __init__(self):
+        self.root: str | None = None
+
+    def for_run(self, spec: RunSpec, backend: Backend) -> tuple[dict[str, str], str | None, Path | None]:
+        """(environment, state, folder to remove after the run) of a run's compilation caches, in a folder the
+        session owns (close() removes it): a new empty one per process (`compile_cache: cold`), or one per
+        configuration (`warm`: cold for its first process, warm once a process has filled it). The CUDA
+        driver's cache of kernels it compiled from PTX (a build without machine code for the GPU: TensorFlow
+        2.21 on compute capability 9.0) is the process's own in either mode: otherwise it is one folder per user
+        (~/.nv/ComputeCache), kept across processes and sessions, and a "cold" first step would reuse the
+        kernels an earlier process compiled. A capacity probe keeps the framework's and the driver's defaults."""
+        if spec.measure.get("probe"):
+            return {}, None, None
+        if self.root is None:
+            self.root = tempfile.mkdtemp(prefix="harness-cache-")
+        own = Path(self.root, f"run-{spec.run_id}")  # this process's, removed after its run
+        own.mkdir(exist_ok=True)
+        driver = {"CUDA_CACHE_PATH": str(own / "cuda-driver")}
+        warm = spec.measure.get("compile_cache") == "warm"
+        folder = Path(self.root, f"config-{hashlib.sha256(spec.run_key.encode()).hexdigest()[:16]}") \
+            if warm else own
+        env = backend.compile_cache_env(str(folder))
+        if not env:
+            return driver, "none", own
+        state = "warm" if warm and folder.is_dir() and any(folder.iterdir()) else "cold"
+        folder.mkdir(exist_ok=True)
+        return {**env, **driver}, state, own
+
+    def close(self) -> None:
+        """Remove every cache folder of the session."""
+        root, self.root = self.root, None
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
