@@ -117,4 +117,4 @@ def test_a_capacity_search_runs_from_python(tmp_path, fake_backend, write_scenar
     finished = run_session(prepared, Recorder())
     (record,) = finished.records
     assert finished.exit_code == 0 and record.metric == "max_batch_size" and record.median == 9
-    assert record.checks["first_failing_batch_size"] == 10
+    assert record.checks.first_failing_batch_size == 10

@@ -88,7 +88,8 @@ def test_an_earlier_versions_record_is_imported_as_it_was_and_read_with_defaults
     row = {"schema_version": 1, "run_id": "old", "session_id": "s", "status": "ok", "median": 3.0}
     (tmp_path / "old.json").write_text(json.dumps([row]))
     (typed,), _, _ = read_importable(tmp_path / "old.json")
-    assert typed.median == 3.0 and typed.replicas == 1 and typed.samples == []
+    assert typed.median == 3.0 and typed.replicas == 1 and typed.samples == () and not typed.timing
+    assert typed.to_dict() == row  # read and written again: the row it was, no default added
     with open_store(tmp_path / "i.db") as store:
         store.import_file(tmp_path / "old.json")
         assert store.records() == [row] and store.results() == [typed]  # no field added to what it stored

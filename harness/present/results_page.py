@@ -163,7 +163,7 @@ def time_rows(section: PageSection, records: list[Result]) -> list[dict]:
 def _time_cells(records: list[Result]) -> dict:
     run_s = sum(r.duration_s or 0.0 for r in records)
     first_s = sum(r.first_step_s or 0.0 for r in records if r.status == "ok")
-    blocks_s = sum(sum((r.timing or {}).get("block_wall_s") or []) for r in records if r.status == "ok")
+    blocks_s = sum(r.timing.blocks_s() for r in records if r.status == "ok")
     per_config: dict[str, int] = {}
     for record in (r for r in records if r.status == "ok"):
         per_config[record.run_key] = per_config.get(record.run_key, 0) + 1

@@ -27,7 +27,12 @@ import time
 from dataclasses import dataclass, field, replace
 
 from harness.results.record import Result, utc_now
-from harness.session.capacity_answer import Answer, capacity_record, fits, kernel_bound
+from harness.session.capacity_answer import (
+    Answer,
+    capacity_record,
+    judge_probe,
+    kernel_bound,
+)
 from harness.session.capacity_search import Bounds, memory_model, probe_timeout, search
 from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec, new_id, run_key
@@ -84,17 +89,17 @@ class _Probes:
         timeout = probe_timeout(n, self.fitted, float(self.base.measure.get("timeout_s") or 1800))
         record = self._once(n, timeout)
         if record.status == "timeout":  # neither fits nor fails: once more, with twice the time
-            record = record.updated(warnings=[*(record.warnings or []), f"timed out after {timeout:.0f} s; tried again"])
+            record = record.with_warning(f"timed out after {timeout:.0f} s; tried again")
             self.runner.store.add(record)
             record = self._once(n, 2 * timeout)
             if record.status == "timeout":
-                record = record.merged({"timed_out_twice": True, "warnings": [*(record.warnings or []), (
-                    f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]})
-        answer = fits(record, smaller_fit=bool(self.fitted),
-                      host_limit=bool(getattr(self.runner, "memory_limit_bytes", None)))
+                record = record.with_note("timed_out_twice", True).with_warning(
+                    f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")
+        answer, record = judge_probe(record, smaller_fit=bool(self.fitted),
+                                     host_limit=bool(getattr(self.runner, "memory_limit_bytes", None)))
         self.runner.on_progress(self.base.with_params(batch_size=n), {
             "phase": "probe_done", "fits": answer, "status": record.status, "seconds": record.duration_s,
-            "phases_s": record.phases_s or {}, "peak_allocated_bytes": record.peak_allocated_bytes})
+            "phases_s": record.phases_s.to_dict(), "peak_allocated_bytes": record.peak_allocated_bytes})
         if answer:
             self.fitted.append((n, float(record.duration_s or 0.0)))
             self.peaks.append((n, record.peak_allocated_bytes))

@@ -204,7 +204,7 @@ class Runner:
             return worker_result(result, spec, files.result, timed_out, procs[0])
         result = dataparallel.record_of_replicas(result, spec, launch, procs, files, timed_out, leftovers,
                                                  self.cluster.node_rank)
-        return result.updated(env={**(result.env or {}), "isolation": isolation})
+        return result.updated(env=result.env.updated(isolation=isolation))
 
     def _run_env(self, spec: RunSpec, backend: Backend) -> tuple[dict[str, str], str | None, Path | None]:
         """(environment, compile-cache state, folder to remove after the run) of a run's worker. A worker started

@@ -18,6 +18,8 @@ from typing import Any, Iterator
 
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
 from harness.machine import env as env_mod
+from harness.machine.env import FrameworkEnv
+from harness.results.parts import Distributed, Profile
 from harness.results.record import utc_now
 from harness.seam.adapter import Device, RunInputs
 from harness.seam.backend import Backend, RunContext, available_backends
@@ -139,7 +141,8 @@ def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: Worker
         phases.next("prepare")
         timed = time_run(backend, run, int(spec.seed or 0), ctx, result, phases)
         result.measured.figures = figures(run.workload, run.params, timed, run.device.neutral,
-                                          result.identity.get("device_name"), result.framework_env or {}, ctx)
+                                          result.identity.get("device_name"), FrameworkEnv.of(result.framework_env),
+                                          ctx)
         if run.replica is not None:
             note_replica(run, timed, result)
         status, error = run.workload.verdict(timed.checks, run.params)
@@ -169,9 +172,10 @@ def open_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerRes
         threads = threads_per_replica(threads, replica.local_world_size)
         device = backend.open_replica(replica_device(spec.device or "auto", replica.local_rank), threads, replica)
         measure = fixed_blocks(measure, ctx)
-        result.distributed_replica = {"world_size": replica.world_size, "local_world_size": replica.local_world_size,
-                                      "timing": "rank 0's clock; every timed block starts and ends at a barrier "
-                                                "of all replicas, so it covers the slowest"}
+        result.distributed_replica = Distributed(
+            world_size=replica.world_size, local_world_size=replica.local_world_size,
+            timing="rank 0's clock; every timed block starts and ends at a barrier of all replicas, so it covers the "
+                   "slowest")
     identity = dict(device.identity())
     result.framework_env = identity.pop("env", None)
     result.identity = identity
@@ -263,18 +267,17 @@ def profile_after(device: Device, step, timing, run: OpenRun, ctx: RunContext, r
         return captured
 
     profile = profile_run(capture, timing.step_time_s(), run.measure, ctx.warnings, profiled_calls(timing.steps_per_block))
-    profile["host_peak_rss_before_bytes"] = rss_before
     if run.replica is None or run.replica.rank == 0:
-        result.profile = profile
+        result.profile = Profile.of({**profile, "host_peak_rss_before_bytes": rss_before})
 
 
 def note_replica(run: OpenRun, timed: TimedRun, result: WorkerResult) -> None:
     """A data-parallel replica's settings from prepare, and the peaks of every replica a process holds, for the
     record's `distributed`."""
     if timed.distributed:
-        result.distributed_replica.update(timed.distributed)
+        result.distributed_replica = result.distributed_replica.updated(**timed.distributed)
     if (peaks := run.device.replica_peaks()) is not None:  # a process holding several replicas
-        result.distributed_replica["replica_peaks"] = peaks
+        result.distributed_replica = result.distributed_replica.updated(replica_peaks=peaks)
 
 
 #: Steps per block of a data-parallel run whose scenario says `steps: auto`.

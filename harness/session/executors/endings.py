@@ -12,7 +12,11 @@ from pathlib import Path
 from harness.results.record import Result, utc_now
 from harness.seam.runspec import RunSpec
 from harness.session.executors import queue
-from harness.session.worker_process import read_worker_result, with_evidence
+from harness.session.worker_process import (
+    read_worker_result,
+    with_evidence,
+    with_written,
+)
 
 #: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
 LIST_GRACE_S = 30.0
@@ -47,14 +51,14 @@ def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, 
     result = Result.planned(spec).updated(started_at=placement.get("started_at") or utc_now())
     written = read_worker_result(folder / "result.json")
     if written is not None:
-        result = result.merged(written)
+        result = with_written(result, written)
     else:
         result = result.updated(**ending(job_id, folder, state, time_limit))
     result = with_evidence(result, folder / "worker.log")
     slurm = {"job_id": job_id, "state": state.state, "reason": state.reason or None,
              "node": placement.get("node") or state.node or None, "gpus": placement.get("gpus"),
              "partition": placement.get("partition")}
-    return result.merged({"slurm": slurm})
+    return result.with_note("slurm", slurm)
 
 
 def ending(job_id: str, folder: Path, state: queue.JobState, time_limit: str | None) -> dict:
