@@ -35,9 +35,9 @@ class ScriptedRunner:
         return None
 
     def execute(self, spec: RunSpec) -> Result:
-        batch, timeout = spec.params["batch_size"], spec.measure["timeout_s"]
+        batch, timeout = spec.params["batch_size"], spec.measure.timeout_s
         self.asked.append((batch, timeout))
-        assert spec.measure["probe"] is True and spec.measure["warmup"] == 0  # a cheap probe
+        assert spec.probe is True and spec.measure.warmup == 0  # a cheap probe
         status, error = self.script(batch, timeout)
         return Result.from_dict({"status": status, "error": error, "params": dict(spec.params), "duration_s": batch / 100,
                                  "peak_allocated_bytes": batch * 1000 if status == "ok" else None, "device": "cuda:0",

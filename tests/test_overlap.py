@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 from harness.results.store import open_store
 from harness.scenario.load import load_scenario
@@ -54,7 +55,7 @@ def test_on_a_cpu_runs_do_not_overlap_unless_asked(tmp_path, fake_backend, write
     spec = _plan(write_scenario, runs=1)[0]
     assert not Runner(None).ahead.overlapping(spec)  # the plan's device is the CPU
     assert not Runner(None, overlap=True).ahead.overlapping(
-        spec.__class__(**{**spec.__dict__, "measure": {**spec.measure, "probe": True}}))
+        replace(spec, probe=True))
 
 
 def test_paused_stops_the_named_process_groups_and_lets_them_go_on(monkeypatch):

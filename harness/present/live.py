@@ -210,7 +210,7 @@ def describe_event(spec, event: dict, *, live: bool) -> str | None:
     """A progress event in words: the phase, the rate so far with its unit, the time left. None
     for an event a log need not show (not live: only the first step's end and the timed blocks)."""
     phase = event.get("phase")
-    probe = f"probe at batch_size={spec.params.get('batch_size')}: " if spec.measure.get("probe") else ""
+    probe = f"probe at batch_size={spec.params.get('batch_size')}: " if spec.probe else ""
     if phase == "first_step":
         return f"{probe}first step (trace, compile, autotune)..." if live else None
     if phase == "warmup":

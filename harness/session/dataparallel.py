@@ -171,7 +171,7 @@ def replicas_lock(spec: RunSpec, launch: dp.Launch | None, cluster: dp.Cluster,
                                               "scheduler (Slurm --exclusive)"}
         return
     who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device} (data-parallel)"}
-    with timing_lock(bool(spec.measure.get("share_host")), who, report) as isolation:
+    with timing_lock(spec.measure.share_host, who, report) as isolation:
         yield isolation
 
 

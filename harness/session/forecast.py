@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from harness.machine import nvml
 from harness.results.record import Result
 from harness.timing import stats
-from harness.timing.settings import AUTO, measure_settings
+from harness.timing.settings import AUTO
 from harness.workloads import WORKLOADS
 
 #: The CPU's rate assumed for the warning before a GPU-sized session runs on it, TFLOP/s (low, high).
@@ -45,10 +45,10 @@ def session_work_tflop(plan) -> float:
             flops = workload.flops_per_step(workload.validate(spec.params)) or 0.0
         except Exception:  # noqa: BLE001 - an estimate is never a reason to stop
             continue
-        m = measure_settings(spec.measure)
+        m = spec.measure
         # `steps: auto` on a CPU running a GPU-sized step (what this estimate warns of) comes to one step a block
-        steps = 1 if m["steps"] == AUTO else int(m["steps"])
-        total += float(flops) * (1 + int(m["warmup"]) + steps * int(m["repeats"]))
+        steps = 1 if m.steps == AUTO else m.steps
+        total += float(flops) * (1 + m.warmup + steps * m.repeats)
     return total / 1e12
 
 

@@ -4,7 +4,6 @@ the rest of its plan, run with the settings it began with."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 
 from harness.errors import InputError
 from harness.results.store import (
@@ -180,7 +179,7 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
         todo = remaining_runs(entries, ok)
         plan = [RunSpec.from_dict({**entry, "run_id": new_id()}) for entry, left in zip(entries, todo) if left]
         if request.timeout is not None and "timeout_s" not in settings:  # a session stored before settings were
-            plan = [replace(spec, measure={**spec.measure, "timeout_s": float(request.timeout)}) for spec in plan]
+            plan = [spec.with_measure(timeout_s=float(request.timeout)) for spec in plan]
         resumed = Resumed(len(plan), len(entries), "run(s)")
     rounds = None if capacity_mode else AdaptiveRounds.of(
         [RunSpec.from_dict(entry) for entry in entries], planned=len(entries),

@@ -163,7 +163,7 @@ class Runner:
         started = time.perf_counter()
         backend = self.backends[spec.backend]
         base_env, cache_state, own_cache = self._run_env(spec, backend)
-        probe = bool(spec.measure.get("probe")) and dataparallel.replicas_of(spec) == 1
+        probe = spec.probe and dataparallel.replicas_of(spec) == 1
         ahead = self.ahead.take(spec, base_env) if probe or self.ahead.overlapping(spec) else None
         tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
         try:
@@ -211,7 +211,7 @@ class Runner:
         ahead for the run has this environment too, which is how the run knows it for its own."""
         cache_env, cache_state, own_cache = self.caches.for_run(spec, backend)
         env = worker_env(self.memory_limit_bytes,
-                         {**backend.worker_env(spec.options, probe=bool(spec.measure.get("probe"))), **cache_env})
+                         {**backend.worker_env(spec.options, probe=spec.probe), **cache_env})
         return env, cache_state, own_cache
 
     def close(self) -> None:

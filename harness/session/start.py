@@ -100,7 +100,7 @@ def written_for(scenarios: list, chosen: list[str] | None) -> tuple[list, list]:
 def too_many(path, plan, limit: int, backends, devices) -> str:
     """Why a plan is refused: its runs, as configurations times processes, after the filters."""
     configurations = sum(1 for spec in plan if spec.replicate == 0)
-    processes = sorted({str(spec.measure.get("processes") or 1) for spec in plan})
+    processes = sorted({str(spec.measure.processes) for spec in plan})
     each = "/".join(map(str, processes))
     return (f"{path}: the plan has {len(plan)} runs ({configurations} configuration(s) of {_chosen(backends, devices)}, "
             f"each in {each} worker process(es): measure.processes; for auto, its least), more than --max-runs {limit}; allow it with "
