@@ -86,3 +86,12 @@ def tensorflow_version() -> tuple[int, int]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return 0, 0
+
+
+def planned(run_key: str, replicate: int = 0, **fields):
+    """A session's planned run of configuration `run_key` (its plan's entry), with a minimal spec."""
+    from harness.results.sessions import PlanEntry
+
+    spec = RunSpec(run_id=f"{run_key}-{replicate}", session_id="s", run_key=run_key, scenario="t", workload="gemm",
+                   backend="torch", device="cpu", params={"size": 8}, measure={}, seed=0, replicate=replicate)
+    return PlanEntry(spec, **fields)

@@ -133,3 +133,13 @@ def test_the_parts_are_typed_and_keep_what_they_do_not_declare():
     assert record.phases_s == PhaseSeconds(steps=1.5) and not Profile()
     assert record.env.variable("CUDA_VISIBLE_DEVICES") == "3" and record.env.framework.gpu_memory_bytes == 80
     assert isinstance(record.params, FrozenDict)
+
+
+def test_an_import_of_a_row_that_is_no_record_is_refused_naming_the_file_and_field(tmp_path):
+    from harness.errors import InputError
+    from harness.results.store import read_importable
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"run_id": "r", "session_id": "s", "schema_version": 1, "replicas": "two"}]))
+    with pytest.raises(InputError, match=r"bad.json: records\[0\]: record r: field replicas"):
+        read_importable(bad)

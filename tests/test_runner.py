@@ -198,11 +198,11 @@ def test_the_store_keeps_every_committed_row_after_the_session_is_killed(tmp_pat
     with open_store(alone, readonly=True) as store:
         assert len(store.records()) >= 3 and store.sessions()
     with open_store(db, readonly=True) as store:  # reading changes nothing: still `running`
-        assert store.sessions()[0]["state"] == "running"
+        assert store.sessions()[0].state == "running"
     with open_store(db) as store:  # opened for writing: its process is gone, so it is marked
         rows = store.records()
         (session,) = store.sessions()
-        assert store.abandoned == [session["session_id"]]
-    assert session["state"] == "abandoned"  # never left `running` by a process that has ended
+        assert store.abandoned == [session.session_id]
+    assert session.state == "abandoned"  # never left `running` by a process that has ended
     assert 3 <= len(rows) < 6
     assert all(r["status"] == "ok" and r["samples"] for r in rows)

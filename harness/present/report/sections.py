@@ -37,6 +37,7 @@ from harness.results.compare import (
     technique_speedups,
 )
 from harness.results.record import Result
+from harness.results.sessions import UnfinishedSession
 from harness.seam.backend import BUILTIN_BACKENDS
 from harness.workloads import WORKLOADS
 
@@ -76,24 +77,24 @@ def framework_section(records: list[Result], colours: dict) -> Section:
     return section
 
 
-def unfinished_section(records: list[Result], sessions: list[dict] | None = None) -> Section:
+def unfinished_section(records: list[Result], sessions: list[UnfinishedSession] | None = None) -> Section:
     """Runs that ended other than ok, and sessions that ended before their plan did (`sessions`: from
     harness.commands.report.unfinished_sessions), whose missing runs left no record at all."""
     section = Section("Runs that did not finish")
     rows = unfinished_rows(records)
     probes = [r for r in records if r.probe_of]
     for s in sessions or []:
-        if s.get("left"):
+        if s.left:
             section.parts.append(("text", (
-                f"Session {s['session_id']} ended {s.get('state')}: {s['left']} of its {s['planned']} planned "
-                f"{s.get('what', 'run(s)')} have no ok result (a run stopped part-way leaves no record). "
-                f"`harness run --resume {s['session_id']}` runs them.")))
+                f"Session {s.session_id} ended {s.state}: {s.left} of its {s.planned} planned "
+                f"{s.what} have no ok result (a run stopped part-way leaves no record). "
+                f"`harness run --resume {s.session_id}` runs them.")))
     if rows:
         section.parts.append(("text", f"{len(rows)} configuration(s) with runs that ended other than ok "
                                       "(unsupported: the backend cannot run it, and says why; failed, timeout, "
                                       "oom, diverged: it ran and did not finish). They are in no plot's bars."))
         section.parts.append(("table", rows, 2 * CELL_CHARS))  # a reason's first lines, whole
-    elif any(s.get("left") for s in sessions or []):
+    elif any(s.left for s in sessions or []):
         section.parts.append(("text", "Every stored run ended ok."))
     else:
         section.parts.append(("text", "Every run ended ok."))
@@ -171,7 +172,7 @@ def results_section(records: list[Result]) -> Section:
     return section
 
 
-def build_sections(records, sessions: list[dict] | None = None) -> list[Section]:
+def build_sections(records, sessions: list[UnfinishedSession] | None = None) -> list[Section]:
     """The report's sections, in order, from result records (all statuses; plots use only ok ones) and the
     unfinished sessions they came from (see unfinished_section)."""
     records = as_results(records)
