@@ -13,7 +13,7 @@ from harness.present.report.shaping import (
     varying_settings,
 )
 from harness.present.table import summary_rows
-from harness.results.compare import alike, compare, display_rows
+from harness.results.compare import alike, comparison_rows, display_rows
 from harness.results.record import Result
 
 
@@ -47,7 +47,7 @@ def device_ratio_rows(records: list[Result]) -> list[dict] | str:
     if len(names) < 2:
         return "Only one device in these results: no device ratios."
     try:
-        table = compare(records, ["device_name"])
+        table = comparison_rows(records, ["device_name"])
     except InputError as exc:
         return f"No device ratios: {exc}"
     common, rows = display_rows(table)

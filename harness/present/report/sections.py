@@ -18,7 +18,6 @@ from harness.present.report.rows import (
 from harness.present.report.shaping import (
     configuration_groups,
     group_ratios,
-    integral,
     metric_sets,
     not_probes,
     settings,
@@ -28,7 +27,7 @@ from harness.present.report.shaping import (
 )
 from harness.results.compare import (
     as_results,
-    compare,
+    comparison_rows,
     describe_common,
     describe_fastest,
     display_rows,
@@ -123,13 +122,12 @@ def technique_section(records: list[Result], colours: dict) -> Section:
     section = Section("Speedup of each technique")
     tables = technique_speedups(records)
     section.parts.append(plot_technique_speedups(tables, colours))
-    for technique, frame in tables.items():
-        for workload in dict.fromkeys(frame["workload"]) if "workload" in frame else [None]:
-            part = frame if workload is None else frame[frame["workload"] == workload].dropna(axis=1, how="all")
-            rows = [{k: integral(v) for k, v in row.items()} for row in part.to_dict(orient="records")]
-            common, rows = display_rows(rows)
+    for rows in tables.values():
+        for workload in dict.fromkeys(r.fixed("workload") for r in rows):
+            part = [r.with_whole_numbers() for r in rows if r.fixed("workload") == workload]
+            common, shown = display_rows(part)
             section.parts.append(("text", describe_common(common)))
-            section.parts.append(("table", rows))
+            section.parts.append(("table", shown))
     return section
 
 
@@ -144,7 +142,7 @@ def scaling_section(records: list[Result]) -> Section | None:
         if not name or len({int(r.replicas or 1) for r in mine}) < 2:
             continue
         try:
-            table = compare(mine, [name])
+            table = comparison_rows(mine, [name])
         except InputError:
             continue
         common, rows = display_rows(table)

@@ -77,10 +77,11 @@ def _hosts_warning(base_label: str, base: list[Result], value_label: str, value:
             f"{', '.join(sorted(hosts_value))}): the difference may be the machines'"]
 
 
-def row_warnings(base_label: str, base: list[Result], value_label: str, value: list[Result], by: list[str]) -> dict:
+def row_warnings(base_label: str, base: list[Result], value_label: str, value: list[Result],
+                 by: list[str]) -> tuple[bool, str]:
     """A comparison row's `busy` (either side's machine was busy) and `warnings` (each told once), from the
     records of its two sides."""
     warnings = (_hosts_warning(base_label, base, value_label, value, by)
                 + side_warnings(base_label, base, by) + side_warnings(value_label, value, by))
     busy = [w for w in (busy_warning(base_label, base), busy_warning(value_label, value)) if w]
-    return dict(busy=bool(busy), warnings="; ".join(dict.fromkeys(busy + warnings)))
+    return bool(busy), "; ".join(dict.fromkeys(busy + warnings))
