@@ -20,6 +20,7 @@ from harness.workloads.host_inputs import (
     host_batches,
     pipeline_api,
 )
+from harness.workloads.resnet50_train import synthetic_batch
 
 #: Batches tf.data keeps ready ahead of the step (on the device, on a GPU): one, the next step's.
 PREFETCHED_BATCHES = 1
@@ -30,7 +31,7 @@ def host_pipeline(params, placement, run: RunInputs) -> HostFeed:
     `inputs: device` does), repeated, prefetched to a GPU or prefetched on the CPU."""
     tf = compat.tf_module()
     channels_last = params.memory_format == "channels_last"
-    batches = host_batches(params, run.seed, channels_last=channels_last, probe=run.probe)
+    batches = host_batches(synthetic_batch, params, run.seed, channels_last=channels_last, probe=run.probe)
     nbytes = batch_bytes(*batches[0])
     with tf.device("/CPU:0"):  # the dataset lives in host memory, whatever the step's device
         images = tf.constant(np.stack([x for x, _ in batches]))

@@ -78,7 +78,7 @@ def host_feed(p, dev, run: RunInputs) -> Feed:
     pinned on CUDA, cycled; each next() moves one batch to the device without blocking the host."""
     import torch
 
-    batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in host_batches(p, run.seed, probe=run.probe)]
+    batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in host_batches(synthetic_batch, p, run.seed, probe=run.probe)]
     pin = dev.type == "cuda"
     loader = torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False, num_workers=0, pin_memory=pin)
     nbytes = batch_bytes(batches[0][0].numpy(), batches[0][1].numpy())

@@ -23,6 +23,7 @@ from harness.workloads.host_inputs import (
     host_batches,
     pipeline_api,
 )
+from harness.workloads.resnet50_train import synthetic_batch
 
 #: Batches put on the device ahead of the step that consumes them.
 AHEAD = 1
@@ -43,7 +44,7 @@ def prefetched(put: Callable[[Any], Any], batches: list) -> Callable[[], tuple[A
 def host_feed(p, device, run: RunInputs, layout: str) -> HostFeed:
     """The host dataset in the model's `layout` with int32 labels, fed by prefetched jax.device_put."""
     channels_last = layout == "NHWC"
-    batches = [(x, y.astype(np.int32)) for x, y in host_batches(p, run.seed, channels_last=channels_last,
+    batches = [(x, y.astype(np.int32)) for x, y in host_batches(synthetic_batch, p, run.seed, channels_last=channels_last,
                                                                  probe=run.probe)]
     nbytes = batch_bytes(*batches[0])
     fingerprint = None
