@@ -29,6 +29,10 @@ from harness.workloads.host_inputs import host_inputs_unsupported_reason
 
 ENTRY_POINT_GROUP = "harness.backends"
 
+#: Refusals more than one framework gives in the same words (Backend.unsupported_reason asks for them by flag).
+TF32_ON_CPU = "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
+CUDA_GRAPH_ON_CPU = "a CUDA graph needs a CUDA GPU; the CPU has none"
+
 
 class NoOptions(BaseModel):
     """A backend without options of its own: any option is an error."""
@@ -65,6 +69,11 @@ class Backend:
     parts: ClassVar[dict[str, str]] = {}
     #: Whether the trainer resolves `execution: default` (what this framework's users train with).
     trains_by_default: ClassVar[bool] = False
+    #: Execution modes this framework has no equivalent of, each with the reason: `unsupported` for every workload.
+    missing_modes: ClassVar[dict[str, str]] = {}
+    #: (parameter, value) pairs this framework cannot run on the CPU, each with the reason (TF32_ON_CPU,
+    #: CUDA_GRAPH_ON_CPU): `unsupported` for every workload on the CPU.
+    refused_on_cpu: ClassVar[dict[tuple[str, Any], str]] = {}
     #: The backend's own scenario options (`options: {<backend>: {...}}`), validated like every field.
     options_model: ClassVar[type[BaseModel]] = NoOptions
     #: Modules a worker may import before it knows its run (a capacity probe's worker, started while the
@@ -147,6 +156,13 @@ class Backend:
                     return (f"the {self.name} backend does not declare execution: default for {workload} (what its "
                             "framework's users run is each backend's own to resolve; docs/execution.md)")
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
+        execution = params.get("execution")
+        if execution in self.missing_modes:
+            return self.missing_modes[execution]
+        if device == "cpu":
+            refused = [why for (key, value), why in self.refused_on_cpu.items() if params.get(key) == value]
+            if refused:
+                return refused[0]
         return (host_inputs_unsupported_reason(workload, params)
                 or self.replicas_unsupported_reason(workload, params, device, options))
 
