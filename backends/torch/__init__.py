@@ -15,7 +15,7 @@ from backends.torch.compat import out_of_memory_errors
 from backends.torch.launcher import torchrun_launch
 from harness.errors import ONEDNN_ALLOCATION, allocation_failure
 from harness.seam.adapter import Device
-from harness.seam.backend import Backend
+from harness.seam.backend import CUDA_GRAPH_ON_CPU, TF32_ON_CPU, Backend
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import technique_values
@@ -34,8 +34,6 @@ OOM_MESSAGES = (
     "Cannot allocate memory",  # ENOMEM, as the C library words it (a host allocation under --memory-limit)
 )
 
-
-CUDA_GRAPH_ON_CPU = "a CUDA graph needs a CUDA GPU; the CPU has none"
 NO_GRAPH_MODE = (
     "torch has no `graph` mode: nothing in torch runs a whole training step as a traced graph launched "
     "kernel by kernel without compiling it, as tf.function does; its whole-step modes are cuda_graph "
@@ -94,6 +92,9 @@ class TorchBackend(Backend):
         name: technique_values(name, default_execution=name == "resnet50_train") for name in ("gemm", "resnet50_train")
     }
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm", "resnet50_train": "backends.torch.resnet50_train"}
+    missing_modes: ClassVar[dict[str, str]] = {"graph": NO_GRAPH_MODE}
+    refused_on_cpu: ClassVar[dict[tuple[str, Any], str]] = {("precision", "tf32"): TF32_ON_CPU,
+                                                           ("execution", "cuda_graph"): CUDA_GRAPH_ON_CPU}
     options_model: ClassVar[type[BaseModel]] = TorchOptions
     #: torch initializes CUDA lazily, at the first device call: a probe's worker imports these ahead
     preload_modules: ClassVar[tuple[str, ...]] = ("torch", "torchvision")
@@ -104,20 +105,12 @@ class TorchBackend(Backend):
     keyed_off_default: ClassVar[tuple[str, ...]] = ("optimize_ddp", "cudnn_benchmark")
 
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
-        """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved)."""
+        """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved):
+        the base class's refusals (missing_modes, refused_on_cpu) first."""
         reason = super().unsupported_reason(workload, params, device, options)
         if reason:
             return reason
         execution = params.get("execution")
-        if execution == "graph":
-            return NO_GRAPH_MODE
-        if device == "cpu" and params.get("precision") == "tf32":
-            # the worker's side of the backend: loaded when needed
-            from backends.torch.precision import TF32_ON_CPU
-
-            return TF32_ON_CPU
-        if device == "cpu" and execution == "cuda_graph":
-            return CUDA_GRAPH_ON_CPU
         if workload == "resnet50_train":
             if params.get("model") == "keras_resnet50_v1":
                 return KERAS_V1_ON_TORCH

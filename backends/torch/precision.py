@@ -9,13 +9,12 @@ from __future__ import annotations
 from backends.torch import compat
 from backends.torch.device import compute_capability
 from harness.errors import Unsupported
+from harness.seam.backend import TF32_ON_CPU
 
 #: gemm operand dtype per precision (tf32 multiplies float32 tensors with TF32 tensor cores).
 GEMM_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 #: autocast dtype per training precision (None: plain float32 training).
 AUTOCAST_DTYPE = {"fp32": None, "tf32": None, "amp_fp16": "float16", "amp_bf16": "bfloat16"}
-
-TF32_ON_CPU = "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
 
 
 def require_tf32(device) -> None:
