@@ -122,7 +122,7 @@ def test_an_unknown_execution_or_option_value_is_bad_input_naming_the_field(tmp_
 
 
 def test_cudnn_benchmark_follows_torch_under_default_and_the_option_everywhere():
-    from backends.torch.resnet50_train import cudnn_benchmark_choice
+    from backends.torch.train import cudnn_benchmark_choice
 
     assert cudnn_benchmark_choice("default", None, False)[0] is False  # torch's own default
     assert cudnn_benchmark_choice("eager", None, False)[0] is True  # harness's choice in the other modes

@@ -6,6 +6,12 @@ off for everything else, so an fp32 result never silently uses tensor-core round
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
 from backends.torch import compat
 from backends.torch.device import compute_capability
 from harness.errors import Unsupported
@@ -39,6 +45,34 @@ def apply_tf32(precision: str, device) -> str:
 
 def torch_dtype(name: str):
     """torch.float32 / float16 / bfloat16 from its name."""
-    import torch
-
     return getattr(torch, name)
+
+
+@dataclass(frozen=True)
+class Amp:
+    """How a step runs mixed precision: the autocast context to enter (a null one in float32), the GradScaler."""
+
+    autocast: Callable[[], Any] = contextlib.nullcontext
+    scaler: Any = None
+
+
+def mixed_precision(precision: str, dev, api: dict) -> Amp:
+    """TF32 set explicitly from the precision, autocast and (amp_fp16) a GradScaler; the API into `api`."""
+    flags = apply_tf32(precision, dev)
+    amp_name = AUTOCAST_DTYPE[precision]
+    if amp_name is None:
+        api["precision"] = flags
+        return Amp()
+    amp_dtype = torch_dtype(amp_name)
+    compat.autocast(dev.type, amp_dtype)  # Unsupported where this torch would switch it off
+    scaler = None
+    api["precision"] = f"torch.autocast({dev.type}, {amp_name})"
+    if precision == "amp_fp16":
+        scaler, scaler_api = compat.grad_scaler(dev.type)
+        api["precision"] += f" + {scaler_api}"
+    api["precision"] += f"; {flags}"
+
+    def autocast():
+        return torch.autocast(device_type=dev.type, dtype=amp_dtype)
+
+    return Amp(autocast, scaler)
