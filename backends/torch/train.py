@@ -57,14 +57,14 @@ def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> P
     step = build_step(p.execution, mode, train_step, optimizer, losses, api, feed)
     checks = partial(training_checks, model, losses, n_params, feed.fingerprint)
     return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
-                    timing_fields=partial(timing_fields, p, feed, amp.scaler))
+                    timing_fields=partial(timing_fields, p, feed, amp.scaler, images=training.images))
 
 
-def timing_fields(p, feed: Feed, scaler=None) -> dict:
-    """The items of one step (`images_per_step`, the record's name since ResNet-50); under inputs: host, the bytes
-    each step copied from host to device; under amp_fp16, GradScaler's loss scale after the timed blocks (as
-    TensorFlow's and JAX's records give theirs)."""
-    out = {"images_per_step": float(p.batch_size * p.grad_accum)}
+def timing_fields(p, feed: Feed, scaler=None, *, images: bool = True) -> dict:
+    """The items one step trains on per replica (`images_per_step` for an image workload, else `items_per_step`);
+    under inputs: host, the bytes each step copied from host to device; under amp_fp16, GradScaler's loss scale
+    after the timed blocks (as TensorFlow's and JAX's records give theirs)."""
+    out = {"images_per_step" if images else "items_per_step": float(p.batch_size * p.grad_accum)}
     if feed.bytes_per_step:
         out["host_to_device_bytes_per_step"] = feed.bytes_per_step
     if scaler is not None:
