@@ -1,9 +1,11 @@
 """A training workload's optimizer (harness.workloads.training.OptimizerSpec) as torch.optim builds it.
 
 `sgd` is torch.optim.SGD; `adamw` is torch.optim.AdamW, its weight decay on every parameter (`decay: all`) or on
-the weights of two or more dimensions only (`decay: matrices`: biases and norms' scales keep theirs), in two
-parameter groups. Each takes torch's default implementation (foreach on CUDA, a for-loop over the parameters
-on the CPU), which the record names; torch.compile traces and fuses that one itself.
+the weights of two or more dimensions only (`decay: matrices`: no decay of biases or norm scales), in two
+parameter groups. Both take torch's default implementation (foreach on CUDA, a for-loop over the parameters on
+the CPU), as a user who does not ask gets it; AdamW's record names it. Under execution compiled torch.compile
+traces that one and fuses it itself (a small MLP's step with a fused=True AdamW took 95 s to compile on 2 CPU
+cores, against 13 s with torch's default, torch 2.14).
 """
 
 from __future__ import annotations
