@@ -38,7 +38,7 @@ from harness.timing.xspace import XEvent, gpu_spans, host_op_spans, window_of
 PLUGIN = Path(__file__).resolve().parent.parent / "plugins" / "harness-jax"
 if str(PLUGIN) not in sys.path:
     sys.path.append(str(PLUGIN))
-from harness_jax.profile import JAX_RULES  # noqa: E402  (after the plugin's source is on the path)
+from harness_jax.rules import JAX_RULES  # noqa: E402  (after the plugin's source is on the path)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TABLES = {"torch": TORCH_RULES, "tensorflow": TF_RULES, "jax": JAX_RULES}
