@@ -42,7 +42,10 @@ def test_declares_every_neutral_technique():
     backend = JaxBackend()
     assert backend.name == "jax"
     assert backend.workloads["gemm"]["precision"] == ("fp32", "tf32", "fp16", "bf16")
-    training = backend.workloads["resnet50_train"]
+    # a training workload's techniques are derived from its part, which the backend carries for ResNet-50
+    assert "resnet50_train" not in backend.workloads
+    assert backend.part_target("resnet50_train") == "harness_jax.resnet50:PART"
+    training = backend.techniques("resnet50_train")
     assert training["precision"] == ("fp32", "tf32", "amp_fp16", "amp_bf16")
     assert training["memory_format"] == ("channels_first", "channels_last")
     assert training["recompute"] == ("none", "blocks")
