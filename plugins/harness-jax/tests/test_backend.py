@@ -20,6 +20,7 @@ from harness_jax import NO_CUDA_GRAPH, NO_GRAPH_MODE, TF32_ON_CPU, JaxBackend  #
 def test_importing_the_backend_imports_no_framework():
     code = (
         "import sys, harness_jax as b; b.JaxBackend().unsupported_reason('gemm', {}, 'cpu'); "
+        "b.JaxBackend().unsupported_reason('resnet50_train', {'execution': 'default'}, 'cpu'); "
         "bad = [m for m in ('jax', 'jaxlib', 'flax', 'optax', 'torch', 'tensorflow') if m in sys.modules]; "
         "assert not bad, bad"
     )
