@@ -17,12 +17,12 @@ import yaml
 PLUGIN = Path(__file__).resolve().parent.parent
 ROOT = PLUGIN.parent.parent
 JAX_PLUGIN = ROOT / "plugins" / "harness-jax"
-# the repository, the JAX plugin and this plugin's source, without installing either plugin (the development
-# route: the workload through HARNESS_WORKLOADS, as harness's workers inherit it)
+#: the workload found without installing this plugin (the development route), here and in harness's workers
+DEVELOPMENT_WORKLOADS = "mlp_train=harness_mlp:MLP_TRAIN"
+# the repository, the JAX plugin and this plugin's source, neither plugin installed
 for path in (str(ROOT), str(JAX_PLUGIN), str(PLUGIN)):
     if path not in sys.path:
         sys.path.insert(0, path)
-os.environ.setdefault("HARNESS_WORKLOADS", "mlp_train=harness_mlp:MLP_TRAIN")
 
 pytest.importorskip("flax")
 
@@ -33,6 +33,12 @@ from harness.workloads.host_inputs import dataset_fingerprint, host_batches  # n
 from harness_jax import EAGER_TRAINING, JaxBackend  # noqa: E402
 from harness_mlp import MLPParams, parameter_count, synthetic_batch  # noqa: E402
 from tests.specs import backend_spec, run_backend  # noqa: E402
+
+@pytest.fixture(autouse=True)
+def development_workloads(monkeypatch):
+    """mlp_train in the registry for this file's tests only (other test files see the workloads they expect)."""
+    monkeypatch.setenv("HARNESS_WORKLOADS", os.environ.get("HARNESS_WORKLOADS") or DEVELOPMENT_WORKLOADS)
+
 
 TINY = {"batch_size": 8, "features": 16, "hidden": 32, "layers": 2, "num_classes": 4}
 TWO_BLOCKS = {"warmup": 0, "steps": 2, "repeats": 2}
@@ -90,8 +96,7 @@ def test_host_inputs_feed_the_workloads_own_batches():
 def harness(tmp_path: Path, scenario: dict, *args: str) -> tuple[int, str, str]:
     path = tmp_path / "mlp.yaml"
     path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(JAX_PLUGIN), str(PLUGIN)]),
-           "HARNESS_WORKLOADS": "mlp_train=harness_mlp:MLP_TRAIN"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(JAX_PLUGIN), str(PLUGIN)])}
     if not any(ep.name == "jax" for ep in entry_points(group="harness.backends")):
         env["HARNESS_BACKENDS"] = "jax=harness_jax:JaxBackend"
     proc = subprocess.run([sys.executable, "-m", "harness", "run", str(path), "--store", "s.db", *args],
