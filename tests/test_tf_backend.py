@@ -3,9 +3,9 @@
 Each test runs a spec through harness.worker.execute.measure_run (tests.specs.run_backend) as the worker does,
 with a spec shaped as docs/architecture.md says. First steps of tf.function (~5-15 s) and XLA (~10-30 s) dominate.
 
-TensorFlow is imported by the tests, never when this file is collected: importing triton (which
-torchvision pulls in through torch._dynamo) after TensorFlow 2.21 segfaults the process, and
-test_torch_backend.py is collected after this file in the same pytest process.
+The backend's worker-side modules import TensorFlow at their top, so collecting this file imports it: conftest.py
+imports torch and triton first (TensorFlow 2.12 before torch 2.0 kills the process; triton after TensorFlow 2.21
+segfaults it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,12 +25,9 @@ import pytest
 if importlib.util.find_spec("tensorflow") is None:
     pytest.skip("tensorflow is not installed", allow_module_level=True)
 
-from backends.tensorflow import (  # noqa: E402  (neither imports tensorflow)
-    TensorFlowBackend,
-    compat,
-    gemm as tf_gemm,  # noqa: E402
-    resnet50_train as tf_resnet,  # noqa: E402
-)
+from backends.tensorflow import TensorFlowBackend, compat  # noqa: E402
+from backends.tensorflow import gemm as tf_gemm  # noqa: E402
+from backends.tensorflow import resnet50_train as tf_resnet  # noqa: E402
 from harness.errors import Unsupported  # noqa: E402
 from harness.seam.backend import RunContext  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
@@ -94,9 +92,13 @@ def eager_fp32_run() -> dict:
 
 
 def test_importing_the_backend_imports_neither_tensorflow_nor_keras():
+    # every question the parent asks before a worker starts: names, techniques, every refusal, the launch
     code = (
-        "import sys, backends.tensorflow as b; b.TensorFlowBackend().unsupported_reason('gemm', {}, 'cpu'); "
-        "bad = [m for m in ('tensorflow', 'keras') if m in sys.modules]; assert not bad, bad"
+        "import sys, backends.tensorflow as b; t = b.TensorFlowBackend(); t.unsupported_reason('gemm', {}, 'cpu'); "
+        "t.workload_names(); t.unsupported_reason('resnet50_train', {'model': 'keras_resnet50_v1', "
+        "'recompute': 'blocks'}, 'cpu'); t.unsupported_reason('resnet50_train', {'execution': 'default', "
+        "'grad_accum': 2}, 'cpu'); t.worker_env({}); "
+        "bad = [m for m in ('tensorflow', 'keras', 'tf_keras') if m in sys.modules]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -133,7 +135,8 @@ def test_memory_growth_can_be_turned_off_and_the_default_keeps_old_run_keys(monk
     from backends.tensorflow import device as tf_device
 
     monkeypatch.setenv("TF_FORCE_GPU_ALLOW_GROWTH", "false")
-    monkeypatch.setattr(tf_device.compat, "tf_module", lambda: pytest.fail("memory growth was set"))
+    untouched = SimpleNamespace(list_physical_devices=lambda kind: pytest.fail("memory growth was set"))
+    monkeypatch.setattr(tf_device, "tf", SimpleNamespace(config=untouched))
     tf_device.enable_memory_growth()
 
 
@@ -200,17 +203,15 @@ class _FakeConfig:
 ])
 def test_a_run_on_one_gpu_makes_only_that_gpu_visible(monkeypatch, started, visible, expected):
     """torch touches only the GPU it runs on; TensorFlow opened a context on every GPU and synced them all."""
-    from types import SimpleNamespace
-
     from backends.tensorflow import device as tf_device
 
     config = _FakeConfig(started, visible)
-    monkeypatch.setattr(compat, "tf_module", lambda: SimpleNamespace(config=config))
+    monkeypatch.setattr(tf_device, "tf", SimpleNamespace(config=config))
     placement = tf_device.resolve("cuda:1")
     assert placement.neutral == "cuda:1" and (placement.tf_name, config.visible) == expected
     assert placement.memory_name == expected[0].lstrip("/")
     hidden = _FakeConfig(started=True, visible=["GPU0"])
-    monkeypatch.setattr(compat, "tf_module", lambda: SimpleNamespace(config=hidden))
+    monkeypatch.setattr(tf_device, "tf", SimpleNamespace(config=hidden))
     with pytest.raises(Unsupported, match="cuda:1: TensorFlow's runtime started in this process without it"):
         tf_device.resolve("cuda:1")
 

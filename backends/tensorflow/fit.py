@@ -13,36 +13,19 @@ SparseCategoricalCrossentropy on float32 logits (the mean over the batch, as the
 the optimizer Keras's SGD with momentum at the scenario's lr and momentum. Keras wraps it for loss scaling
 under mixed_float16 by itself (compile's own default).
 
-Importing this module imports nothing from TensorFlow: the parent asks `fit_unsupported_reason` before any
-worker starts.
+What model.fit cannot run as a Keras user would (grad_accum > 1, replicas > 1) is refused before a worker starts
+(backends.tensorflow.fit_unsupported_reason).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import tensorflow as tf
+
 from backends.tensorflow import compat
 from harness.seam.adapter import Prepared
 from harness.workloads.resnet50_train import parameter_count
-
-GRAD_ACCUM = (
-    "execution: default is Keras's model.fit, which takes one optimizer step per batch: grad_accum > 1 is "
-    "not a path Keras users get without writing their own train_step (use graph or compiled for grad_accum)"
-)
-REPLICAS = (
-    "execution: default with replicas > 1 would be model.fit under a tf.distribute strategy, where Keras 3 "
-    "turns jit_compile='auto' off and the data pipeline is distributed by Keras: not implemented; use graph "
-    "or compiled for data-parallel TensorFlow"
-)
-
-
-def fit_unsupported_reason(params: dict) -> str | None:
-    """Why `model.fit` cannot run these resnet50_train params as a Keras user would (None: it can)."""
-    if int(params.get("grad_accum") or 1) > 1:
-        return GRAD_ACCUM
-    if int(params.get("replicas") or 1) > 1:
-        return REPLICAS
-    return None
 
 
 def steps_per_execution(model) -> int | None:
@@ -67,7 +50,7 @@ def compile_at_defaults(model, params) -> dict[str, Any]:
     """`model.compile` with SGD and the loss, every other argument at Keras's default; what it resolved to:
     `jit_compile` (the train step under XLA), `steps_per_execution`, the optimizer's own `jit_compile`, and
     the optimizer's class (LossScaleOptimizer where Keras wrapped it)."""
-    keras = compat.keras_module()
+    keras = compat.keras
     optimizer, sgd_api = compat.sgd(params.lr, params.momentum, jit_compile=None)
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     jit = getattr(model, "jit_compile", None)
@@ -146,7 +129,6 @@ def prepare_fit(params, model, inputs, options: dict, api: dict) -> Prepared:
     """The default path's Prepared step: compile at Keras's defaults, `options["fit_steps"]` steps per call over
     the run's inputs (backends.tensorflow.resnet50_train.Inputs): `inputs: host`'s tf.data pipeline, or the
     device batch, which a pipeline repeats; the optimizer, loss, inputs and execution APIs into `api`."""
-    tf = compat.tf_module()
     steps = int(options.get("fit_steps", 20))
     resolved = compile_at_defaults(model, params)
     api["optimizer"] = f"{resolved['sgd_api']}; compiled by model.compile as {resolved['optimizer']}"

@@ -10,8 +10,8 @@ batch as the argument of its tf.function (the same shapes every step: it traces 
 from __future__ import annotations
 
 import numpy as np
+import tensorflow as tf
 
-from backends.tensorflow import compat
 from harness.seam.adapter import RunInputs
 from harness.workloads.host_inputs import (
     HostFeed,
@@ -29,7 +29,6 @@ PREFETCHED_BATCHES = 1
 def host_pipeline(params, placement, run: RunInputs) -> HostFeed:
     """tf.data over the host dataset in the model's layout (NHWC transposed on the host under channels_last, as
     `inputs: device` does), repeated, prefetched to a GPU or prefetched on the CPU."""
-    tf = compat.tf_module()
     channels_last = params.memory_format == "channels_last"
     batches = host_batches(synthetic_batch, params, run.seed, channels_last=channels_last, probe=run.probe)
     nbytes = batch_bytes(*batches[0])

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from backends.tensorflow import EAGER_TRAINING, FIT_DEVICE_INPUTS, compat, device
 from backends.tensorflow.fit import prepare_fit
@@ -49,18 +50,12 @@ POLICIES = {"fp32": "float32", "tf32": "float32", "amp_fp16": "mixed_float16", "
 BN_EPSILON = 1e-5
 BN_MOMENTUM = 0.9
 
-KERAS_V1_RECOMPUTE_REASON = (
-    "recompute=blocks wraps the bottleneck blocks of harness's own ResNet-50 build; "
-    "keras.applications.ResNet50 is one functional graph with no block boundaries to wrap"
-)
-
-
 # --- the model -----------------------------------------------------------------------------------
 
 
 def _layers(data_format: str):
     """Layer factories for one data format (conv without bias, torch-like BatchNorm)."""
-    keras = compat.keras_module()
+    keras = compat.keras
     axis = 1 if data_format == "channels_first" else -1
 
     def conv(filters, kernel, stride=1, name=None):
@@ -118,7 +113,7 @@ def _bottleneck(input_shape, dtype: str, width: int, stride: int, project: bool,
 
 def _head(input_shape, dtype: str, num_classes: int, data_format: str):
     """Global average pool + Dense, whose logits are float32 under every policy (the loss is computed on them)."""
-    keras = compat.keras_module()
+    keras = compat.keras
     x = inputs = keras.Input(shape=input_shape, dtype=dtype, name="features")
     x = keras.layers.GlobalAveragePooling2D(data_format=data_format, name="avgpool")(x)
     x = keras.layers.Dense(num_classes, dtype="float32", name="fc")(x)
@@ -136,9 +131,7 @@ def build_resnet50(image_size: int, num_classes: int, data_format: str, recomput
     With `recompute`, every bottleneck block's call is wrapped in tf.recompute_grad: its activations
     are dropped after the forward pass and recomputed in the backward pass.
     """
-    import tensorflow as tf
-
-    keras = compat.keras_module()
+    keras = compat.keras
     dtype = compat.compute_dtype()
     input_shape = (3, image_size, image_size) if data_format == "channels_first" else (image_size, image_size, 3)
     stem = _stem(input_shape, dtype, data_format)
@@ -190,7 +183,7 @@ def _call_block(block, x, training):
 
 def build_keras_resnet50_v1(image_size: int, num_classes: int, data_format: str):
     """keras.applications.ResNet50 (v1: stride on the 1x1 conv, conv bias), untrained, returning logits."""
-    keras = compat.keras_module()
+    keras = compat.keras
     input_shape = (3, image_size, image_size) if data_format == "channels_first" else (image_size, image_size, 3)
     with compat.image_data_format(data_format):  # keras.applications reads the global format
         return keras.applications.ResNet50(
@@ -278,7 +271,6 @@ def build_inputs(params, dev, run: RunInputs) -> Inputs:
     if getattr(params, "inputs", "device") == "host":  # replicas: 1 only (refused in the plan otherwise)
         pipeline = host_pipeline(params, dev.placement, run)
         return Inputs(None, None, pipeline.fingerprint, None, [], pipeline.api, pipeline)
-    tf = compat.tf_module()
     replica = run.replica
     channels_last = params.memory_format == "channels_last"
     images_host, labels_host = synthetic_batch(params, run.seed, 0 if replica is None else replica.rank,
@@ -305,7 +297,6 @@ def build_inputs(params, dev, run: RunInputs) -> Inputs:
 def mirrored_batches(params, run: RunInputs, images, labels, strategy, in_process: list[str]):
     """MirroredStrategy: this process holds every replica. Replica i trains on rank i's images (as the worker
     of rank i would), placed on its own device; the distributed values hand each replica its own."""
-    tf = compat.tf_module()
     per_replica = []
     for i, tf_device in enumerate(in_process):
         if i == 0:
@@ -366,7 +357,6 @@ class Gradients:
 
     def __init__(self, model, variables: list, update: compat.OptimizerUpdate, accum: int, *, world: int,
                  rotate: bool):
-        self.tf = compat.tf_module()
         self.model, self.variables, self.update = model, variables, update
         #: micro-batches per update, and replicas whose gradients the optimizer sums
         self.accum, self.world = accum, world
@@ -375,7 +365,6 @@ class Gradients:
 
     def micro_step(self, x, y):
         """One micro-batch's loss and the gradients of its share of the update's loss."""
-        tf = self.tf
         with tf.GradientTape() as tape:
             logits = tf.cast(self.model(x, training=True), tf.float32)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
@@ -390,8 +379,8 @@ class Gradients:
         if self.accum > 1:
             # a loop, not unrolled Python: the traced graph (and XLA's compile time) stays one micro-step
             # long; parallel_iterations=1 keeps micro-batches from overlapping and raising the peak
-            _, loss, grads = self.tf.while_loop(
-                self._more, partial(self._accumulate, x, y), (self.tf.constant(1), loss, grads), parallel_iterations=1
+            _, loss, grads = tf.while_loop(
+                self._more, partial(self._accumulate, x, y), (tf.constant(1), loss, grads), parallel_iterations=1
             )
         return loss, grads
 
@@ -403,7 +392,7 @@ class Gradients:
         if self.rotate:
             # under XLA: the same images in a rotated order, the same gradient up to rounding but not
             # provably the same computation, so XLA cannot hoist it out of the loop and compute it once
-            xi, yi = self.tf.roll(x, i, axis=0), self.tf.roll(y, i, axis=0)
+            xi, yi = tf.roll(x, i, axis=0), tf.roll(y, i, axis=0)
         loss, more = self.micro_step(xi, yi)
         return i + 1, loss, [g + m for g, m in zip(grads, more)]
 
@@ -455,11 +444,9 @@ class Training:
         self.params, self.model, self.step_fn, self.inputs = params, model, step_fn, inputs
         self.placement, self.ctx, self.update = dev.placement, ctx, update
         self.losses: dict = {}
-        self.tf = compat.tf_module()
 
     def step(self) -> None:
         """One training step; its loss kept (read as a number only after the timed region)."""
-        tf = self.tf
         try:
             loss = self.step_fn.call(*self.inputs.next())
             if self.inputs.strategy is not None:  # this worker's one replica's loss

@@ -7,7 +7,9 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from backends.tensorflow import WHOLE_STEP_XLA_CPU, compat
+import tensorflow as tf
+
+from backends.tensorflow import WHOLE_STEP_XLA_CPU
 from harness.errors import Unsupported
 
 RUN_EAGERLY = "tf.config.run_functions_eagerly(True) is set in this process; tf.function would run eagerly"
@@ -41,7 +43,6 @@ def build_step(fn, execution: str) -> Step:
     whole step compiled by XLA (on the CPU too). cuda_graph has no TensorFlow equivalent (the backend
     refuses it before this is reached).
     """
-    tf = compat.tf_module()
     if execution == "eager":
         return Step(fn, "eager: plain Python step, ops dispatched one by one (no tf.function)")
     if tf.config.functions_run_eagerly():
@@ -73,7 +74,6 @@ def build_replica_step(compute, apply, execution: str, strategy, xla: str = "for
     all-reduce and the update are traced into the same XLA computation. The CPU has no XLA collectives:
     unsupported there.
     """
-    tf = compat.tf_module()
     whole = execution == "compiled" and xla == "whole_step"
     if whole and not on_gpu:
         raise Unsupported(WHOLE_STEP_XLA_CPU)
@@ -116,7 +116,6 @@ def strategy_step(compute, apply: Callable, strategy) -> Callable:
 def whole_step_xla(distributed_step: Callable, strategy) -> Step:
     """tf.function(jit_compile=True) around strategy.run, called on the worker's device
     (tensorflow.distributed_xla=whole_step)."""
-    tf = compat.tf_module()
     traced = tf.function(distributed_step, jit_compile=True)
     # called without a device scope, the compiled function was placed on the worker's CPU while the mirrored
     # variables live on its GPU ("Trying to access resource ... located in device ...GPU:0 from device
