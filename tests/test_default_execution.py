@@ -146,6 +146,7 @@ def test_compile_at_defaults_records_what_keras_resolves(monkeypatch, gpu_visibl
 
     from backends.tensorflow import compat
     from backends.tensorflow.fit import compile_at_defaults
+    from harness.workloads.training import OptimizerSpec
 
     if gpu_visible:  # what Keras sees on a GPU machine: its resolution, not harness's, decides XLA
         gpu = SimpleNamespace(name="/physical_device:GPU:0", device_type="GPU")
@@ -153,7 +154,7 @@ def test_compile_at_defaults_records_what_keras_resolves(monkeypatch, gpu_visibl
         for config in (tf.config, tf.compat.v2.config):  # Keras 2 reads it through tensorflow.compat.v2
             monkeypatch.setattr(config, "list_physical_devices",
                                 lambda kind=None: [gpu] if kind in (None, "GPU") else real(kind))
-    resolved = compile_at_defaults(tiny_model(compat.keras), SimpleNamespace(lr=0.01, momentum=0.9))
+    resolved = compile_at_defaults(tiny_model(compat.keras), OptimizerSpec("sgd", lr=0.01, momentum=0.9))
     assert resolved["steps_per_execution"] == 1
     if compat.is_keras3():
         # keras/src/trainers/trainer.py _resolve_auto_jit_compile: off on a CPU-only machine, on with a GPU

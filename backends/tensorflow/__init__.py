@@ -1,8 +1,8 @@
 """The TensorFlow / Keras backend of harness.
 
 The package's declarations (this module) and its launcher are what the parent process imports: neither imports
-TensorFlow nor Keras. Every other module of the backend (compat, device, replicas, resnet50_train, gemm, step,
-fit, inputs, profile) is the worker's side: it imports TensorFlow at its top, and only `open_device`,
+TensorFlow nor Keras. Every other module of the backend (compat, device, replicas, train, the model parts, gemm,
+step, fit, inputs, profile) is the worker's side: it imports TensorFlow at its top, and only `open_device`,
 `open_replica` and `prepare`, which run in a worker process, import it.
 """
 
@@ -148,12 +148,16 @@ class TensorFlowBackend(Backend):
     aliases: ClassVar[tuple[str, ...]] = ("tf",)
     distributions: ClassVar[tuple[str, ...]] = ("tensorflow", "tensorflow-cpu", "tf-nightly")
     install_hint: ClassVar[str] = "pip install 'harness[tf]' (or harness[tf-cpu])"
-    #: every technique value of both workloads (harness.workloads declares them); `execution: default` for
-    #: resnet50_train only (a single matrix product has no training path to follow: docs/execution.md)
-    workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        name: technique_values(name, default_execution=name == "resnet50_train") for name in ("gemm", "resnet50_train")
-    }
-    modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm", "resnet50_train": "backends.tensorflow.resnet50_train"}
+    #: gemm's technique values, all of them (a single matrix product has no training path for `execution: default`
+    #: to follow: docs/execution.md); a training workload's come from its parameter model (Backend.techniques)
+    workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {"gemm": technique_values("gemm")}
+    modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm"}
+    #: runs every training workload (Workload.training) with its model part: a custom loop or Keras's model.fit
+    trainer: ClassVar[str | None] = "backends.tensorflow.train"
+    #: model parts this backend carries for the bundled training workloads
+    parts: ClassVar[dict[str, str]] = {"resnet50_train": "backends.tensorflow.resnet50:PART"}
+    #: `execution: default` is model.fit at Keras's own defaults (backends.tensorflow.fit)
+    trains_by_default: ClassVar[bool] = True
     missing_modes: ClassVar[dict[str, str]] = {"cuda_graph": NO_CUDA_GRAPH}
     refused_on_cpu: ClassVar[dict[tuple[str, Any], str]] = {("precision", "tf32"): TF32_ON_CPU}
     options_model: ClassVar[type[BaseModel]] = TensorFlowOptions
@@ -193,7 +197,7 @@ class TensorFlowBackend(Backend):
                 return WHOLE_STEP_XLA_CPU
             if (options or {}).get("strategy") == "mirrored":
                 return MIRRORED_WHOLE_STEP
-        if workload == "resnet50_train" and params.get("execution") == "default":
+        if params.get("execution") == "default":
             reason = fit_unsupported_reason(params)
             if reason:
                 return reason

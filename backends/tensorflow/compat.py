@@ -96,7 +96,12 @@ def image_data_format(fmt: str):
 
 
 def sgd(learning_rate: float, momentum: float, jit_compile: bool | None = False):
-    """SGD with momentum, and the API called.
+    """SGD with momentum, and the API called (keras_optimizer)."""
+    return keras_optimizer("SGD", jit_compile, learning_rate=learning_rate, momentum=momentum)
+
+
+def keras_optimizer(name: str, jit_compile: bool | None = False, **arguments):
+    """`keras.optimizers.<name>(**arguments)` (SGD, AdamW), and the API called.
 
     `jit_compile` is Keras 2's own XLA compilation of the optimizer's update: False (harness's choice in the
     eager, graph and compiled modes, where only `execution` decides XLA), True (option
@@ -104,21 +109,21 @@ def sgd(learning_rate: float, momentum: float, jit_compile: bool | None = False)
     visible (what a tf_keras user gets, followed under execution: default). Keras 3's optimizers compile
     nothing themselves and take no such setting. The API names what Keras resolved (`.jit_compile`).
     """
+    kind = getattr(keras.optimizers, name)
+    shown = ", ".join(f"{key}={value}" for key, value in arguments.items())
     if is_keras3():
         # Keras 3 (TF 2.16+): optimizers compile nothing themselves
-        return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum), (
-            f"keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum})"
-        )
+        return kind(**arguments), f"keras.optimizers.{name}({shown})"
     # Keras 2.11-2.15 (TF 2.12-2.15) and tf_keras: the optimizer XLA-compiles its per-variable update whenever
     # a GPU is visible (jit_compile=True by default), which would put XLA into the eager and graph modes
     if jit_compile is None:
-        optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
+        optimizer = kind(**arguments)
         asked = "Keras's default jit_compile"
     else:
-        optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum, jit_compile=jit_compile)
+        optimizer = kind(**arguments, jit_compile=jit_compile)
         asked = f"jit_compile={jit_compile}"
     resolved = bool(getattr(optimizer, "jit_compile", False))
-    return optimizer, (f"tf.keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum}, {asked}); "
+    return optimizer, (f"tf.keras.optimizers.{name}({shown}, {asked}); "
                        f"the update XLA-compiled: {resolved} (optimizer.jit_compile)")
 
 
@@ -225,7 +230,7 @@ def channels_first_cpu_problem(execution: str) -> str | None:
 
 
 def has_remat_scope() -> bool:
-    """Whether keras.RematScope exists (Keras 3.9+). Not used for recompute: see resnet50_train."""
+    """Whether keras.RematScope exists (Keras 3.9+). Not used for recompute: see backends.tensorflow.recompute."""
     return hasattr(keras, "RematScope")
 
 
