@@ -28,6 +28,7 @@ from backends.tensorflow import compat
 from backends.tensorflow.inputs import per_step_field
 from backends.tensorflow.optimizer import keras_optimizer
 from backends.tensorflow.recompute import recompute_api
+from backends.tensorflow.step import part_name
 from harness.seam.adapter import Prepared
 from harness.workloads.training import OptimizerSpec
 
@@ -145,7 +146,7 @@ def keras_loss(part) -> tuple[Any, str]:
     def part_loss(labels, outputs):
         return own(outputs, labels)
 
-    return part_loss, f"the model part's own loss ({type(part).__module__}.{type(part).__qualname__}.loss) in model.compile"
+    return part_loss, f"the model part's own loss ({part_name(part)}.loss) in model.compile"
 
 
 def prepare_fit(workload, part, params, model, inputs, options: dict, api: dict) -> Prepared:

@@ -28,6 +28,11 @@ def cross_entropy(outputs, labels):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 
 
+def part_name(part) -> str:
+    """Where a model part is defined (module and class), for the record's api (its model, its own loss)."""
+    return f"{type(part).__module__}.{type(part).__qualname__}"
+
+
 class Gradients:
     """One optimizer update's loss and gradients over grad_accum micro-batches, and the update: the parts of
     the training step that tf.function and XLA trace."""

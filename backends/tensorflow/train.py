@@ -31,6 +31,7 @@ from backends.tensorflow.step import (
     build_replica_step,
     build_step,
     cross_entropy,
+    part_name,
     xla_command_buffers,
 )
 from harness.errors import Unsupported
@@ -65,8 +66,8 @@ def prepare(workload, part, params, dev, run: RunInputs) -> Prepared:
     update, api_optimizer = build_optimizer(workload.training.optimizer(params), params, variables, api,
                                             run.options.get("optimizer_jit_compile", False))
     if images:
-        api["memory_format"] = (f"keras data_format={params.memory_format!r}"
-                                + (" (input transposed NCHW -> NHWC)" if params.memory_format == "channels_last" else ""))
+        transposed = " (input transposed NCHW -> NHWC)" if params.memory_format == "channels_last" else ""
+        api["memory_format"] = f"keras data_format={params.memory_format!r}{transposed}"
     api["recompute"] = recompute_api(params.recompute, ctx.blocks, getattr(part, "block_name", "block"))
     api["optimizer"] = api_optimizer
     loss = getattr(part, "loss", None)
@@ -98,11 +99,6 @@ def build_model(part, params, dev, seed: int, api: dict):
     api["model"] = describe(params) if describe is not None else (
         f"{type(model).__name__} {model.name!r} from the model part {part_name(part)}")
     return model, ctx
-
-
-def part_name(part) -> str:
-    """Where a model part is defined (module and class), for the record's api."""
-    return f"{type(part).__module__}.{type(part).__qualname__}"
 
 
 def build_optimizer(spec, params, variables: list, api: dict,

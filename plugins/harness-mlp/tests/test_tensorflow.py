@@ -45,7 +45,8 @@ def train(measure: dict | None = None, options: dict | None = None, **params) ->
 
 def harness(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     """`harness ARGS` in a subprocess whose workers find harness and the plugin's source."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(PLUGIN), os.environ.get("PYTHONPATH")]))}
+    path = os.pathsep.join(filter(None, [str(ROOT), str(PLUGIN), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=1200)
 
