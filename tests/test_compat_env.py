@@ -199,7 +199,7 @@ def test_tensorflow_compat_branches_match_the_installed_tensorflow():
         import tensorflow as tf
         from backends.tensorflow import compat
 
-        keras = compat.keras_module()
+        keras = compat.keras
         facts = {
             "tf": tf.__version__,
             "keras_version": compat.keras_version(),
