@@ -10,7 +10,7 @@ gradient accumulation, optimizer placement, input pipeline, data parallel, profi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, Protocol
 
 import numpy as np
@@ -75,8 +75,6 @@ class Training:
     loss: Literal["cross_entropy"] = "cross_entropy"
     #: whether the features are images with a channel axis, so `memory_format` (NCHW or NHWC) applies
     images: bool = False
-    #: every technique value the trainers may not map for this workload, with the reason ({param: {value: why}})
-    refused: dict[str, dict[Any, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,7 +102,9 @@ class BuildContext:
 
 class ModelPart(Protocol):
     """The part of a training workload only one framework knows: its model. A part may also define
-    `loss(outputs, labels)` in the framework's ops, which replaces the workload's neutral `loss`."""
+    `loss(outputs, labels)` in the framework's ops, which replaces the workload's neutral `loss`;
+    `describe(params)`, the record's `api.model` (else the first paragraph of the part's docstring); and
+    `block_name`, what `api.recompute` calls one block (`Bottleneck`)."""
 
     def build(self, params: Any, ctx: BuildContext) -> Any:
         """The model (a torch `nn.Module` or a Keras `Model` seeded from ctx.seed; a Flax `Module`, which the
