@@ -1,7 +1,7 @@
 """The one registry of workloads: the bundled ones and every `harness.workloads` entry point, alike.
 
 A workload package registers its `Workload` object under the `harness.workloads` entry-point group
-(`mlp_train = harness_mlp:MLP_TRAIN`); the bundled GEMM and ResNet-50 register the same way in setup.cfg and
+(`my_model = my_package:MY_MODEL`); the bundled GEMM and ResNet-50 register the same way in setup.cfg and
 are also found from a source checkout whose entry points are not installed. `HARNESS_WORKLOADS=name=module:ATTR`
 adds one while it is being developed (or a test's). Every place that needs a workload asks this registry
 through `WORKLOADS`, a read-only mapping loaded at its first use: importing a workload's package is cheap (no
