@@ -247,3 +247,12 @@ def test_the_size_checks_look_at_every_package_but_not_at_tests_or_benchmarks():
 def test_each_layer_is_a_package_with_a_docstring(package):
     init = ROOT / "harness" / package / "__init__.py"
     assert init.is_file() and ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+
+
+def test_the_example_workload_plugin_needs_no_line_in_the_core_or_the_bundled_backends():
+    """plugins/harness-mlp brings a model from outside: harness/ and backends/ never name it (docs/architecture.md,
+    "Bring your own model")."""
+    named = [f"{path.relative_to(ROOT)}:{i}" for path in [*(ROOT / "harness").rglob("*.py"), *(ROOT / "backends").rglob("*.py")]
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "harness_mlp" in line or "mlp_train" in line]
+    assert named == []

@@ -43,7 +43,9 @@ def test_harness_list_names_the_jax_backend(tmp_path, route):
     code, out, err = harness(tmp_path, "list", env=env)
     assert code == 0, err
     line = next(line for line in out.splitlines() if line.strip().startswith("jax "))
-    assert "installed" in line and "gemm, resnet50_train" in line
+    # and every training workload registered with a Flax part (mlp_train where its plugin is found)
+    workloads = set(line.split("workloads:")[1].replace(",", " ").split())
+    assert "installed" in line and {"gemm", "resnet50_train"} <= workloads
 
 
 def test_gemm_through_torch_tensorflow_and_jax_multiplies_the_same_numbers(tmp_path):
