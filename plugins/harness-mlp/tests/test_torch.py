@@ -5,6 +5,7 @@ search), each run its own worker. Tiny sizes (a few features, a few steps) and o
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -215,8 +216,9 @@ def test_a_capacity_search_finds_the_largest_batch_under_its_limit(tmp_path):
 
 
 def test_harness_list_shows_torch_running_mlp_train():
+    # wide enough that `harness list` keeps each entry on one line, whatever terminal the tests run under
     proc = subprocess.run([sys.executable, "-m", "harness", "list"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
     torch_line = next(line for line in proc.stdout.splitlines() if line.strip().startswith("torch "))
     assert "workloads: gemm, mlp_train, resnet50_train" in torch_line
