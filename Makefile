@@ -2,7 +2,7 @@
 #   make setup          current pair in .venv: torch 2.14.1 (the registry's CUDA build), TF 2.21 CPU build + Keras 3
 #   make setup-gpu      the same with TensorFlow's GPU build (tensorflow[and-cuda]) in .venv, for NVIDIA GPUs;
 #                       afterwards setup, test and quickstart keep using it
-#   make test           the test suite in .venv (built first if needed)
+#   make test           the test suite in .venv (built first if needed), then the plugins' own tests
 #   make env-reference  reference pair (torch 2.0.1, TF 2.12 + Keras 2.12, numpy 1.23) in .venv-ref
 #   make test-compat    the whole test suite in .venv-ref (built first if needed)
 #   make quickstart     harness run scenarios/quickstart.yaml in .venv (built first if needed), then
@@ -40,12 +40,14 @@ test: setup
 		echo "$(VENV)/bin/python -m pytest $(PYTEST_ARGS) plugins/harness-jax/tests"; \
 		$(VENV)/bin/python -m pytest $(PYTEST_ARGS) plugins/harness-jax/tests; \
 	else echo "make test: the harness-jax plugin is not installed in $(VENV); its tests were not run"; fi
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS) plugins/harness-mlp/tests
 
 env-reference:
 	PYTHON=$(PYTHON) scripts/make-env.sh $(REF_VENV) reference
 
 test-compat: env-reference
 	$(REF_VENV)/bin/python -m pytest $(PYTEST_ARGS) tests
+	$(REF_VENV)/bin/python -m pytest $(PYTEST_ARGS) plugins/harness-mlp/tests
 
 quickstart: setup
 	$(VENV)/bin/harness run scenarios/quickstart.yaml

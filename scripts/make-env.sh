@@ -49,6 +49,8 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 WANT="pair=$PAIR
 constraints=$(sha "$CONSTRAINTS")
 setup_cfg=$(sha "$ROOT/setup.cfg")"
+WANT="$WANT
+harness_mlp=$(sha "$ROOT/plugins/harness-mlp/pyproject.toml")"
 [ -n "$JAX_PACKAGES" ] && WANT="$WANT
 jax=$JAX_PACKAGES
 harness_jax=$(sha "$ROOT/plugins/harness-jax/pyproject.toml")"
@@ -106,6 +108,8 @@ echo "make-env: installing the $PAIR pair and harness[dev] (constraints/$PAIR.tx
 cd "$ROOT"
 # shellcheck disable=SC2086  # FRAMEWORKS and PIP_ARGS are word lists
 "$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" $FRAMEWORKS -e ".[dev]"
+# the example workload plugin (a model brought from outside harness: docs/architecture.md), in every pair
+"$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" --no-deps -e plugins/harness-mlp
 if [ -n "$JAX_PACKAGES" ]; then
     echo "make-env: installing JAX (CPU) and the harness-jax plugin (plugins/harness-jax)"
     # shellcheck disable=SC2086
@@ -132,7 +136,7 @@ if bad:
     sys.exit("make-env: installed versions differ from the constraints: " + ", ".join(bad))
 EOF
 # Each framework imports (each in its own process, bounded: see docs/compat.md on import order).
-for module in torch tensorflow harness.cli; do
+for module in torch tensorflow harness.cli harness_mlp; do
     timeout 600 "$VPY" -c "import $module" || { echo "make-env: 'import $module' failed in $ENV_DIR" >&2; exit 1; }
 done
 if [ -n "$JAX_PACKAGES" ]; then

@@ -17,8 +17,8 @@ PROTOCOL = [name for name, member in vars(Device).items() if inspect.isfunction(
 
 def device_classes() -> list[type]:
     """The device classes of the bundled backends, the JAX plugin and the tests' fake."""
-    from backends.tensorflow.device import (
-        TensorFlowDevice,
+    from backends.tensorflow.device import TensorFlowDevice
+    from backends.tensorflow.replicas import (
         TensorFlowMirroredDevice,
         TensorFlowReplicaDevice,
     )
@@ -56,7 +56,7 @@ def test_the_defaults_are_no_scope_no_peak_no_extra_timing_and_no_replica_peaks(
 
 
 def test_only_a_process_holding_several_replicas_reports_their_peaks():
-    from backends.tensorflow.device import TensorFlowMirroredDevice
+    from backends.tensorflow.replicas import TensorFlowMirroredDevice
 
     holders = [cls for cls in device_classes() if cls.replica_peaks is not DeviceDefaults.replica_peaks]
     assert holders == [TensorFlowMirroredDevice]

@@ -224,6 +224,19 @@ def test_the_class_check_counts_the_methods_and_a_nested_class_inside_their_clas
     assert found == {"Outer": MAX_CLASS_LINES + 3, "Inner": MAX_CLASS_LINES + 2}
 
 
+def test_the_architecture_page_names_todays_largest_module_and_class():
+    """docs/architecture.md's sentence on the largest module and class is true of the tree."""
+    sources = _product_sources()
+    module = max(sources, key=lambda path: len(path.read_text(encoding="utf-8").splitlines()))
+    module_lines = len(module.read_text(encoding="utf-8").splitlines())
+    classes = [(node.end_lineno - node.lineno + 1, node.name, path) for path in sources
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
+    class_lines, class_name, class_path = max(classes, key=lambda found: found[0])
+    page = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
+    assert (f"Today the largest module is {module.relative_to(ROOT)} ({module_lines} lines) and the largest class is "
+            f"`{class_name}` in {class_path.relative_to(ROOT)} ({class_lines} lines)") in page
+
+
 def test_no_module_is_longer_than_its_limit():
     assert [f"{path.relative_to(ROOT)} ({lines} lines)" for path, lines in _long_modules(_product_sources())] == []
 
@@ -247,3 +260,12 @@ def test_the_size_checks_look_at_every_package_but_not_at_tests_or_benchmarks():
 def test_each_layer_is_a_package_with_a_docstring(package):
     init = ROOT / "harness" / package / "__init__.py"
     assert init.is_file() and ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+
+
+def test_the_example_workload_plugin_needs_no_line_in_the_core_or_the_bundled_backends():
+    """plugins/harness-mlp brings a model from outside: harness/ and backends/ never name it (docs/architecture.md,
+    "Bring your own model")."""
+    named = [f"{path.relative_to(ROOT)}:{i}" for path in [*(ROOT / "harness").rglob("*.py"), *(ROOT / "backends").rglob("*.py")]
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "harness_mlp" in line or "mlp_train" in line]
+    assert named == []

@@ -146,7 +146,7 @@ def test_torch_compat_branches_match_the_installed_torch():
         """
         import json, sys
         import torch
-        from backends.torch import compat
+        from backends.torch import compat, out_of_memory_errors
         from harness.errors import Unsupported
 
         facts = {"compat_version": list(compat.torch_version()), "has_amp_grad_scaler": hasattr(torch.amp, "GradScaler")}
@@ -161,7 +161,7 @@ def test_torch_compat_branches_match_the_installed_torch():
                 facts["compile_raised"] = False
             except Exception as exc:
                 facts["compile_raised"] = type(exc).__name__ + ": " + str(exc).splitlines()[0]
-        facts["oom"] = sorted(f"{c.__module__}.{c.__qualname__}" for c in compat.out_of_memory_errors())
+        facts["oom"] = sorted(f"{c.__module__}.{c.__qualname__}" for c in out_of_memory_errors())
         facts["has_torch_oom"] = hasattr(torch, "OutOfMemoryError")
         facts["cpu_capability"] = compat.cpu_capability()
         print(json.dumps(facts))
@@ -199,7 +199,7 @@ def test_tensorflow_compat_branches_match_the_installed_tensorflow():
         import tensorflow as tf
         from backends.tensorflow import compat
 
-        keras = compat.keras_module()
+        keras = compat.keras
         facts = {
             "tf": tf.__version__,
             "keras_version": compat.keras_version(),

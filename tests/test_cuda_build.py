@@ -88,10 +88,10 @@ def test_the_torch_device_compares_its_arch_list_with_the_gpu(monkeypatch):
 
 
 def test_the_tensorflow_device_compares_its_build_info_with_the_gpu(monkeypatch):
-    from backends.tensorflow import compat
+    import tensorflow as tf
+
     from backends.tensorflow import device as tf_device
 
-    tf = compat.tf_module()
     device = tf_device.TensorFlowDevice("cpu", {})
     device.placement, device.neutral = tf_device.Placement("cuda:0", "/GPU:0"), "cuda:0"
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0"])

@@ -94,8 +94,9 @@ def test_the_bundled_backends_declare_default_for_training_and_not_for_gemm():
 
 
 def test_keras_fit_refuses_what_a_keras_user_does_not_get_by_default():
+    from backends.tensorflow import FIT_GRAD_ACCUM as GRAD_ACCUM
+    from backends.tensorflow import FIT_REPLICAS as REPLICAS
     from backends.tensorflow import OPTIMIZER_JIT_KERAS3, TensorFlowBackend
-    from backends.tensorflow.fit import GRAD_ACCUM, REPLICAS
 
     tf = TensorFlowBackend()
     assert tf.unsupported_reason("resnet50_train", {**TINY, "grad_accum": 2}, "cpu", {}) == GRAD_ACCUM
@@ -123,7 +124,7 @@ def test_an_unknown_execution_or_option_value_is_bad_input_naming_the_field(tmp_
 
 
 def test_cudnn_benchmark_follows_torch_under_default_and_the_option_everywhere():
-    from backends.torch.resnet50_train import cudnn_benchmark_choice
+    from backends.torch.train import cudnn_benchmark_choice
 
     assert cudnn_benchmark_choice("default", None, False)[0] is False  # torch's own default
     assert cudnn_benchmark_choice("eager", None, False)[0] is True  # harness's choice in the other modes
@@ -146,6 +147,7 @@ def test_compile_at_defaults_records_what_keras_resolves(monkeypatch, gpu_visibl
 
     from backends.tensorflow import compat
     from backends.tensorflow.fit import compile_at_defaults
+    from harness.workloads.training import OptimizerSpec
 
     if gpu_visible:  # what Keras sees on a GPU machine: its resolution, not harness's, decides XLA
         gpu = SimpleNamespace(name="/physical_device:GPU:0", device_type="GPU")
@@ -153,7 +155,7 @@ def test_compile_at_defaults_records_what_keras_resolves(monkeypatch, gpu_visibl
         for config in (tf.config, tf.compat.v2.config):  # Keras 2 reads it through tensorflow.compat.v2
             monkeypatch.setattr(config, "list_physical_devices",
                                 lambda kind=None: [gpu] if kind in (None, "GPU") else real(kind))
-    resolved = compile_at_defaults(tiny_model(compat.keras_module()), SimpleNamespace(lr=0.01, momentum=0.9))
+    resolved = compile_at_defaults(tiny_model(compat.keras), OptimizerSpec("sgd", lr=0.01, momentum=0.9))
     assert resolved["steps_per_execution"] == 1
     if compat.is_keras3():
         # keras/src/trainers/trainer.py _resolve_auto_jit_compile: off on a CPU-only machine, on with a GPU

@@ -173,7 +173,7 @@ def test_torch_optimize_ddp_sets_dynamo_and_is_recorded(choice, split, tmp_path)
     import torch
     import torch.distributed as tdist
 
-    from backends.torch.resnet50_train import data_parallel
+    from backends.torch.ddp import data_parallel
 
     if not hasattr(torch, "compile"):
         pytest.skip("no torch.compile in this torch")

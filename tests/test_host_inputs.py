@@ -28,7 +28,7 @@ BATCH_BYTES = 2 * 3 * 32 * 32 * 4 + 2 * 8
 
 def expected_fingerprint(seed: int = 0) -> str:
     """The fingerprint of the host dataset drawn straight from the seed, in the neutral layout."""
-    batches = iter(host_batches(ResNet50Params(**TINY), seed))
+    batches = iter(host_batches(synthetic_batch, ResNet50Params(**TINY), seed))
     return dataset_fingerprint(lambda: next(batches), channels_last=False)
 
 
@@ -43,12 +43,12 @@ def test_inputs_device_leaves_the_run_key_unchanged_and_host_gets_its_own():
 
 def test_the_host_dataset_holds_distinct_batches_from_the_seed_and_its_first_is_the_device_batch():
     p = ResNet50Params(**TINY)
-    batches = host_batches(p, 0)
+    batches = host_batches(synthetic_batch, p, 0)
     assert len(batches) == HOST_BATCHES
     device_images, device_labels = synthetic_batch(p, 0)
     assert np.array_equal(batches[0][0], device_images) and np.array_equal(batches[0][1], device_labels)
     assert len({fingerprint(x) for x, _ in batches}) == HOST_BATCHES
-    again = host_batches(p, 0, channels_last=True)
+    again = host_batches(synthetic_batch, p, 0, channels_last=True)
     assert np.array_equal(again[3][0], batches[3][0].transpose(0, 2, 3, 1))
     assert expected_fingerprint(1) != expected_fingerprint(0)
 

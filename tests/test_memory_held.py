@@ -10,6 +10,7 @@ import pytest
 
 from harness.seam.adapter import RunContext, RunInputs
 from harness.workloads import get_workload
+from harness.workloads.resnet50_train import synthetic_batch
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
@@ -24,26 +25,25 @@ def _params(memory_format: str):
                                                     "memory_format": memory_format})
 
 
-def _drawn(monkeypatch) -> list:
-    """Weak references to every host array synthetic_batch hands the backend."""
+def _drawn() -> tuple[list, object]:
+    """Weak references to every host array the draw hands the backend, and the draw (synthetic_batch, recorded)."""
     refs = []
-    real = torch_inputs.synthetic_batch
 
     def recording(*args, **kwargs):
-        arrays = real(*args, **kwargs)
+        arrays = synthetic_batch(*args, **kwargs)
         refs.extend(weakref.ref(a) for a in arrays)
         return arrays
 
-    monkeypatch.setattr(torch_inputs, "synthetic_batch", recording)
-    return refs
+    return refs, recording
 
 
 @pytest.mark.parametrize("memory_format", ["channels_last", "channels_first"])
-def test_the_host_batch_is_dropped_once_the_batch_is_on_the_device(monkeypatch, memory_format):
+def test_the_host_batch_is_dropped_once_the_batch_is_on_the_device(memory_format):
     # `meta` stands for a device that is not the host's memory: .to() copies there, as to a GPU
-    refs = _drawn(monkeypatch)
+    refs, draw = _drawn()
     run = RunInputs(seed=0, options={}, ctx=RunContext(), probe=True)  # a probe: no read-back for the fingerprint
-    images, labels = torch_inputs.device_feed(_params(memory_format), torch.device("meta"), run).next()
+    images, labels = torch_inputs.device_feed(draw, _params(memory_format), torch.device("meta"), run,
+                                              channels_last=memory_format == "channels_last").next()
     gc.collect()
     assert refs and all(ref() is None for ref in refs)  # no host copy outlives the device copy
     wanted = torch.channels_last if memory_format == "channels_last" else torch.contiguous_format
@@ -51,16 +51,16 @@ def test_the_host_batch_is_dropped_once_the_batch_is_on_the_device(monkeypatch, 
     assert tuple(images.shape) == (3, 3, 32, 32) and tuple(labels.shape) == (3,)
 
 
-def test_channels_last_reaches_the_device_in_one_copy_with_the_same_fingerprint(monkeypatch):
+def test_channels_last_reaches_the_device_in_one_copy_with_the_same_fingerprint():
     # on the CPU the drawn array is the batch itself: no second host copy in the other layout
-    refs = _drawn(monkeypatch)
+    refs, draw = _drawn()
     run = RunInputs(seed=0, options={}, ctx=RunContext())
-    feed = torch_inputs.device_feed(_params("channels_last"), torch.device("cpu"), run)
+    feed = torch_inputs.device_feed(draw, _params("channels_last"), torch.device("cpu"), run, channels_last=True)
     (images, _), fingerprint = feed.next(), feed.fingerprint
     drawn = refs[0]()
     assert drawn is not None and drawn.shape == (3, 32, 32, 3)  # drawn (N, H, W, 3) on the host
     assert images.data_ptr() == drawn.ctypes.data and images.is_contiguous(memory_format=torch.channels_last)
-    nchw = torch_inputs.device_feed(_params("channels_first"), torch.device("cpu"), run).fingerprint
+    nchw = torch_inputs.device_feed(draw, _params("channels_first"), torch.device("cpu"), run).fingerprint
     assert fingerprint == nchw  # the same images in either layout
 
 

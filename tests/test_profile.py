@@ -23,7 +23,9 @@ from harness.timing.profile import (
     Capture,
     Rules,
     Span,
+    TraceProfiler,
     breakdown,
+    capture_trace,
     covered_shares,
     launch_bound_warning,
     perturbed_warning,
@@ -36,7 +38,7 @@ from harness.timing.xspace import XEvent, gpu_spans, host_op_spans, window_of
 PLUGIN = Path(__file__).resolve().parent.parent / "plugins" / "harness-jax"
 if str(PLUGIN) not in sys.path:
     sys.path.append(str(PLUGIN))
-from harness_jax.profile import JAX_RULES  # noqa: E402  (after the plugin's source is on the path)
+from harness_jax.rules import JAX_RULES  # noqa: E402  (after the plugin's source is on the path)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TABLES = {"torch": TORCH_RULES, "tensorflow": TF_RULES, "jax": JAX_RULES}
@@ -129,6 +131,40 @@ def test_a_launch_bound_gpu_step_is_warned_of_from_the_breakdown():
     warnings: list[str] = []
     out = profile_run(lambda steps, where: capture([Span("conv", 0.0, 2.0)], steps=1), 10.0, None, warnings)
     assert out["host_bound"] and warnings and warnings[0].startswith("launch-bound: the GPU is idle 80%")
+
+
+def fake_profiler(calls: list, spans: list[Span], activity: str = "cpu") -> TraceProfiler:
+    """A profiler that writes its 'trace' (the steps it ran) into the folder it is given and reads `spans` back."""
+
+    def record(step, sync, steps, folder):
+        for _ in range(steps):
+            step()
+        sync()
+        path = Path(folder) / "trace.txt"
+        path.write_text(" ".join(calls))
+        return str(path), ["a note"]
+
+    def read(path):
+        assert Path(path).read_text() == "step sync step step sync"  # one warm-up step, waited for, before recording
+        calls.append("read")
+        return spans, (0.0, 1.0)
+
+    return TraceProfiler(name="fake", source="fake: ops", activity=activity, rules=RULES, record=record, read=read)
+
+
+def test_a_trace_capture_warms_up_keeps_the_trace_only_where_asked_and_refuses_an_empty_one(tmp_path):
+    calls: list[str] = []
+    step, sync = (lambda: calls.append("step")), (lambda: calls.append("sync"))
+    kept = capture_trace(fake_profiler(calls, [Span("conv", 0.1, 0.2)]), step, sync, 2, str(tmp_path / "traces"))
+    assert calls[-1] == "read" and kept.trace == str(tmp_path / "traces" / "trace.txt") and Path(kept.trace).exists()
+    assert (kept.source, kept.activity, kept.steps, kept.notes, kept.window) == ("fake: ops", "cpu", 2, ["a note"],
+                                                                                 (0.0, 1.0))
+    calls.clear()
+    scratch = capture_trace(fake_profiler(calls, [Span("conv", 0.1, 0.2)]), step, sync, 2, None)
+    assert scratch.trace is None and calls[-1] == "read"
+    calls.clear()
+    with pytest.raises(RuntimeError, match=r"fake saw nothing in the profiled steps \(fake: ops\); is CUPTI"):
+        capture_trace(fake_profiler(calls, [], activity="gpu"), step, sync, 2, None)
 
 
 def test_torch_trace_gives_kernels_within_the_window_annotation(tmp_path):

@@ -3,9 +3,9 @@
 Each test runs a spec through harness.worker.execute.measure_run (tests.specs.run_backend) as the worker does,
 with a spec shaped as docs/architecture.md says. First steps of tf.function (~5-15 s) and XLA (~10-30 s) dominate.
 
-TensorFlow is imported by the tests, never when this file is collected: importing triton (which
-torchvision pulls in through torch._dynamo) after TensorFlow 2.21 segfaults the process, and
-test_torch_backend.py is collected after this file in the same pytest process.
+The backend's worker-side modules import TensorFlow at their top, so collecting this file imports it: conftest.py
+imports torch and triton first (TensorFlow 2.12 before torch 2.0 kills the process; triton after TensorFlow 2.21
+segfaults it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,12 +25,10 @@ import pytest
 if importlib.util.find_spec("tensorflow") is None:
     pytest.skip("tensorflow is not installed", allow_module_level=True)
 
-from backends.tensorflow import (  # noqa: E402  (neither imports tensorflow)
-    TensorFlowBackend,
-    compat,
-    gemm as tf_gemm,  # noqa: E402
-    resnet50_train as tf_resnet,  # noqa: E402
-)
+from backends.tensorflow import TensorFlowBackend, compat  # noqa: E402
+from backends.tensorflow import gemm as tf_gemm  # noqa: E402
+from backends.tensorflow import resnet50 as tf_resnet  # noqa: E402
+from backends.tensorflow import train as tf_train  # noqa: E402
 from harness.errors import Unsupported  # noqa: E402
 from harness.seam.backend import RunContext  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
@@ -94,9 +93,13 @@ def eager_fp32_run() -> dict:
 
 
 def test_importing_the_backend_imports_neither_tensorflow_nor_keras():
+    # every question the parent asks before a worker starts: names, techniques, every refusal, the launch
     code = (
-        "import sys, backends.tensorflow as b; b.TensorFlowBackend().unsupported_reason('gemm', {}, 'cpu'); "
-        "bad = [m for m in ('tensorflow', 'keras') if m in sys.modules]; assert not bad, bad"
+        "import sys, backends.tensorflow as b; t = b.TensorFlowBackend(); t.unsupported_reason('gemm', {}, 'cpu'); "
+        "t.workload_names(); t.unsupported_reason('resnet50_train', {'model': 'keras_resnet50_v1', "
+        "'recompute': 'blocks'}, 'cpu'); t.unsupported_reason('resnet50_train', {'execution': 'default', "
+        "'grad_accum': 2}, 'cpu'); t.worker_env({}); "
+        "bad = [m for m in ('tensorflow', 'keras', 'tf_keras') if m in sys.modules]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -104,9 +107,11 @@ def test_importing_the_backend_imports_neither_tensorflow_nor_keras():
 def test_backend_declares_its_names_and_techniques():
     backend = TensorFlowBackend()
     assert backend.name == "tensorflow" and "tf" in backend.aliases
-    assert backend.workloads["resnet50_train"]["recompute"] == ("none", "blocks")
+    assert backend.techniques("resnet50_train")["recompute"] == ("none", "blocks")
     assert backend.unsupported_reason("gemm", {"precision": "tf32"}, "cpu").startswith("TF32")
-    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "cuda_graph", "compiled", "default")
+    assert backend.techniques("resnet50_train")["execution"] == ("eager", "graph", "cuda_graph", "compiled", "default")
+    assert "default" not in backend.techniques("gemm")["execution"]
+    assert backend.part_target("resnet50_train") == "backends.tensorflow.resnet50:PART"
     assert backend.validate_options({}) == {"keras": "auto"}
     with pytest.raises(ValueError, match="keras"):
         backend.validate_options({"keras": "keras4"})
@@ -133,7 +138,8 @@ def test_memory_growth_can_be_turned_off_and_the_default_keeps_old_run_keys(monk
     from backends.tensorflow import device as tf_device
 
     monkeypatch.setenv("TF_FORCE_GPU_ALLOW_GROWTH", "false")
-    monkeypatch.setattr(tf_device.compat, "tf_module", lambda: pytest.fail("memory growth was set"))
+    untouched = SimpleNamespace(list_physical_devices=lambda kind: pytest.fail("memory growth was set"))
+    monkeypatch.setattr(tf_device, "tf", SimpleNamespace(config=untouched))
     tf_device.enable_memory_growth()
 
 
@@ -200,17 +206,15 @@ class _FakeConfig:
 ])
 def test_a_run_on_one_gpu_makes_only_that_gpu_visible(monkeypatch, started, visible, expected):
     """torch touches only the GPU it runs on; TensorFlow opened a context on every GPU and synced them all."""
-    from types import SimpleNamespace
-
     from backends.tensorflow import device as tf_device
 
     config = _FakeConfig(started, visible)
-    monkeypatch.setattr(compat, "tf_module", lambda: SimpleNamespace(config=config))
+    monkeypatch.setattr(tf_device, "tf", SimpleNamespace(config=config))
     placement = tf_device.resolve("cuda:1")
     assert placement.neutral == "cuda:1" and (placement.tf_name, config.visible) == expected
     assert placement.memory_name == expected[0].lstrip("/")
     hidden = _FakeConfig(started=True, visible=["GPU0"])
-    monkeypatch.setattr(compat, "tf_module", lambda: SimpleNamespace(config=hidden))
+    monkeypatch.setattr(tf_device, "tf", SimpleNamespace(config=hidden))
     with pytest.raises(Unsupported, match="cuda:1: TensorFlow's runtime started in this process without it"):
         tf_device.resolve("cuda:1")
 
@@ -273,8 +277,8 @@ def test_gemm_execution_modes_each_name_their_api_and_trace_once():
 @pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
 def test_keras_resnet50_v1_5_build_has_torchvisions_parameter_count(data_format):
     compat.set_global_policy("float32")
-    model = tf_resnet.build_resnet50(64, 1000, data_format, recompute=False)
-    assert tf_resnet.trainable_parameters(model) == 25_557_032 == parameter_count(1000)
+    model = tf_resnet.build_resnet50(64, 1000, data_format)
+    assert tf_train.trainable_parameters(model) == 25_557_032 == parameter_count(1000)
     assert len(model.blocks) == 16
 
 
@@ -297,7 +301,7 @@ def max_logit_difference_from_torchvision(data_format: str, image_size: int = 80
     weights = {k: v.numpy() for k, v in reference.state_dict().items()}
 
     compat.set_global_policy("float32")
-    model = tf_resnet.build_resnet50(image_size, 1000, data_format, recompute=False)
+    model = tf_resnet.build_resnet50(image_size, 1000, data_format)
     layers = {layer.name: layer for sub in (model.stem, *model.blocks, model.head) for layer in sub.layers}
 
     def conv(keras_name, torch_name):
@@ -348,7 +352,7 @@ def test_keras_resnet50_v1_5_computes_what_torchvision_computes_with_the_same_we
 def test_keras_resnet50_v1_build_is_keras_applications_with_its_own_count():
     compat.set_global_policy("float32")
     model = tf_resnet.build_keras_resnet50_v1(64, 1000, "channels_last")
-    trainable = tf_resnet.trainable_parameters(model)
+    trainable = tf_train.trainable_parameters(model)
     total = trainable + int(sum(np.prod(v.shape) for v in model.non_trainable_weights))
     # harness counts trainable weights, as torchvision does; Keras's "Total params" adds the
     # BatchNorm moving statistics
@@ -416,7 +420,7 @@ def test_fit_on_a_gpu_with_device_inputs_says_it_copies_the_batch_each_step():
     # rows, prefetching to the GPU, were 15-23% faster), so its record says so where that happens, and only there
     from backends.tensorflow import FIT_DEVICE_INPUTS
     from backends.tensorflow.device import Placement
-    from backends.tensorflow.resnet50_train import add_warnings
+    from backends.tensorflow.train import add_warnings
     from harness.workloads.resnet50_train import ResNet50Params
 
     gpu, cpu = Placement("cuda:0", "/GPU:0"), Placement("cpu", "/CPU:0")
@@ -525,13 +529,14 @@ def test_grad_accum_2_counts_twice_the_images_and_averages_the_gradients(eager_f
 
 
 def test_a_non_finite_loss_is_reported_as_diverged(monkeypatch):
-    real = tf_resnet.synthetic_batch
+    real = tf_train.build_inputs
 
-    def poisoned(params, seed, *args, **kwargs):
-        images, labels = real(params, seed, *args, **kwargs)
-        return np.full_like(images, np.nan), labels
+    def poisoned(*args):
+        inputs = real(*args)
+        inputs.features = inputs.features * float("nan")
+        return inputs
 
-    monkeypatch.setattr(tf_resnet, "synthetic_batch", poisoned)
+    monkeypatch.setattr(tf_train, "build_inputs", poisoned)
     result = train(image_size=32, measure=ONE_BLOCK)
     assert result["status"] == "diverged"
     assert "non-finite loss" in result["error"]
@@ -544,6 +549,41 @@ def test_keras_resnet50_v1_trains_and_recompute_on_it_is_unsupported():
     assert result["checks"]["model_parameters"] == result["checks"]["model_parameters_expected"] == 25_583_592
     with pytest.raises(Unsupported, match="keras.applications.ResNet50"):
         train(model="keras_resnet50_v1", recompute="blocks")
+
+
+# --- the trainer's generic parts ------------------------------------------------------------------
+
+
+def test_adamw_decaying_matrices_leaves_vectors_out_of_the_weight_decay(tf):
+    # zero gradients: Adam's moments stay zero and its step is 0 / (0 + eps), so only the decoupled decay moves a
+    # weight, by lr * weight_decay of itself
+    from backends.tensorflow.optimizer import keras_optimizer
+    from harness.workloads.training import OptimizerSpec
+
+    kernel, bias = tf.Variable(tf.ones((3, 2))), tf.Variable(tf.ones((2,)))
+    spec = OptimizerSpec("adamw", lr=0.1, weight_decay=0.5, decay="matrices")
+    optimizer, api = keras_optimizer(spec, [kernel, bias])
+    update = compat.optimizer_update(optimizer, [kernel, bias], loss_scaling=False)
+    update.apply([tf.zeros((3, 2)), tf.zeros((2,))], [kernel, bias])
+    assert np.allclose(kernel.numpy(), 1 - 0.1 * 0.5) and np.allclose(bias.numpy(), 1.0)
+    assert "AdamW(learning_rate=0.1, weight_decay=0.5" in api and "the 1 weights of 2+ dimensions only" in api
+    everything, _ = keras_optimizer(OptimizerSpec("adamw", lr=0.1, weight_decay=0.5), [bias])
+    compat.optimizer_update(everything, [bias], loss_scaling=False).apply([tf.zeros((2,))], [bias])
+    assert np.allclose(bias.numpy(), 1 - 0.1 * 0.5)
+
+
+def test_the_neutral_loss_is_the_mean_cross_entropy_over_every_position_in_float32(tf):
+    from backends.tensorflow.step import cross_entropy
+
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    labels = rng.integers(0, 5, size=(2, 3))
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    expected = -np.take_along_axis(log_softmax, labels[..., None], axis=-1).mean()
+    loss = cross_entropy(tf.constant(logits, dtype=tf.bfloat16), tf.constant(labels))
+    assert loss.dtype == tf.float32
+    assert float(cross_entropy(tf.constant(logits), tf.constant(labels))) == pytest.approx(expected, rel=1e-5)
 
 
 # --- the hand-written yardstick ------------------------------------------------------------------

@@ -74,7 +74,8 @@ def resnet(measure=None, device="cpu", **params) -> dict:
 
 
 def test_importing_the_backend_does_not_import_torch():
-    code = "import sys, backends.torch as b; b.TorchBackend(); assert 'torch' not in sys.modules, 'torch imported'"
+    code = ("import sys, backends.torch as b; b.TorchBackend().unsupported_reason('resnet50_train', {}, 'cpu'); "
+            "loaded = [m for m in ('torch', 'torchvision') if m in sys.modules]; assert not loaded, loaded")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -84,8 +85,8 @@ def test_backend_declares_its_names_and_techniques():
     backend = TorchBackend()
     assert (backend.name, backend.aliases, backend.distributions) == ("torch", ("pytorch",), ("torch",))
     assert backend.workloads["gemm"]["precision"] == ("fp32", "tf32", "fp16", "bf16")
-    assert backend.workloads["resnet50_train"]["recompute"] == ("none", "blocks")
-    assert backend.workloads["resnet50_train"]["execution"] == ("eager", "graph", "cuda_graph", "compiled", "default")
+    assert backend.techniques("resnet50_train")["recompute"] == ("none", "blocks")
+    assert backend.techniques("resnet50_train")["execution"] == ("eager", "graph", "cuda_graph", "compiled", "default")
     assert backend.installed()
     assert backend.validate_options({}) == {"compile_mode": "default"}
     with pytest.raises(ValueError, match="keras: unknown option"):
@@ -506,7 +507,7 @@ def test_handloop_benchmark_prints_images_per_second_without_harness():
 
 def _sgd_and_step(prime: bool):
     """A tiny model, SGD with momentum as the backend builds it, and its whole training step."""
-    from backends.torch.resnet50_train import momentum_buffers_ready
+    from backends.torch.optimizer import momentum_buffers_ready
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 5))
@@ -564,7 +565,7 @@ def test_under_grad_scaler_the_optimizers_part_is_compiled_at_the_first_finite_s
     """What the record's warm-up warning (README, "Correct timing") reports for amp_fp16 under torch.compile:
     GradScaler skips optimizer.step() while the scaled gradients overflow, so the compiled step traces the
     optimizer's part only at the first step that goes through, after the first step that reports the compile."""
-    from backends.torch.resnet50_train import momentum_buffers_ready
+    from backends.torch.optimizer import momentum_buffers_ready
 
     def frames(init_scale: float) -> tuple[list[int], list[float]]:
         torch._dynamo.reset()

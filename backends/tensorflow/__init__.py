@@ -1,7 +1,9 @@
 """The TensorFlow / Keras backend of harness.
 
-Importing this package imports neither TensorFlow nor Keras: they are imported in `open_device` and
-`prepare`, which run only in a worker process.
+The package's declarations (this module) and its launcher are what the parent process imports: neither imports
+TensorFlow nor Keras. Every other module of the backend (compat, device, replicas, train, the model parts, gemm,
+step, fit, inputs, profile) is the worker's side: it imports TensorFlow at its top, and only `open_device`,
+`open_replica` and `prepare`, which run in a worker process, import it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from backends.tensorflow.launcher import tensorflow_launch
 from harness.errors import ONEDNN_ALLOCATION, first_line, line_naming
 from harness.seam.adapter import Device
-from harness.seam.backend import Backend
+from harness.seam.backend import TF32_ON_CPU, Backend
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import technique_values
@@ -56,22 +58,37 @@ FIT_DEVICE_INPUTS = (
 )
 OPTIMIZER_JIT_KERAS3 = ("tensorflow.optimizer_jit_compile=true is Keras 2's (tf_keras's) setting: Keras 3's "
                         "optimizers compile nothing themselves (XLA follows execution, or compile's jit_compile)")
-
-
-CUDA_GRAPH_DATA_PARALLEL = NO_CUDA_GRAPH
-
-
+FIT_GRAD_ACCUM = (
+    "execution: default is Keras's model.fit, which takes one optimizer step per batch: grad_accum > 1 is "
+    "not a path Keras users get without writing their own train_step (use graph or compiled for grad_accum)"
+)
+FIT_REPLICAS = (
+    "execution: default with replicas > 1 would be model.fit under a tf.distribute strategy, where Keras 3 "
+    "turns jit_compile='auto' off and the data pipeline is distributed by Keras: not implemented; use graph "
+    "or compiled for data-parallel TensorFlow"
+)
+KERAS_V1_RECOMPUTE_REASON = (
+    "recompute=blocks wraps the bottleneck blocks of harness's own ResNet-50 build; "
+    "keras.applications.ResNet50 is one functional graph with no block boundaries to wrap"
+)
 WHOLE_STEP_XLA_CPU = (
     "tensorflow.distributed_xla=whole_step needs GPUs: MultiWorkerMirroredStrategy keeps merge_call under XLA "
     "unless every device is a GPU, and XLA has no collectives on the CPU; use forward_backward"
 )
-
-
 MIRRORED_WHOLE_STEP = (
     "tensorflow.distributed_xla=whole_step compiles strategy.run into one XLA computation per worker process; "
     "with tensorflow.strategy=mirrored one process holds every replica, on several devices, which one XLA "
     "computation cannot span: use forward_backward"
 )
+
+
+def fit_unsupported_reason(params: dict) -> str | None:
+    """Why `model.fit` (execution: default) cannot run these training params as a Keras user would (None: it can)."""
+    if int(params.get("grad_accum") or 1) > 1:
+        return FIT_GRAD_ACCUM
+    if int(params.get("replicas") or 1) > 1:
+        return FIT_REPLICAS
+    return None
 
 
 class TensorFlowOptions(BaseModel):
@@ -131,12 +148,18 @@ class TensorFlowBackend(Backend):
     aliases: ClassVar[tuple[str, ...]] = ("tf",)
     distributions: ClassVar[tuple[str, ...]] = ("tensorflow", "tensorflow-cpu", "tf-nightly")
     install_hint: ClassVar[str] = "pip install 'harness[tf]' (or harness[tf-cpu])"
-    #: every technique value of both workloads (harness.workloads declares them); `execution: default` for
-    #: resnet50_train only (a single matrix product has no training path to follow: docs/execution.md)
-    workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        name: technique_values(name, default_execution=name == "resnet50_train") for name in ("gemm", "resnet50_train")
-    }
-    modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm", "resnet50_train": "backends.tensorflow.resnet50_train"}
+    #: gemm's technique values, all of them (a single matrix product has no training path for `execution: default`
+    #: to follow: docs/execution.md); a training workload's come from its parameter model (Backend.techniques)
+    workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {"gemm": technique_values("gemm")}
+    modules: ClassVar[dict[str, str]] = {"gemm": "backends.tensorflow.gemm"}
+    #: runs every training workload (Workload.training) with its model part: a custom loop or Keras's model.fit
+    trainer: ClassVar[str | None] = "backends.tensorflow.train"
+    #: model parts this backend carries for the bundled training workloads
+    parts: ClassVar[dict[str, str]] = {"resnet50_train": "backends.tensorflow.resnet50:PART"}
+    #: `execution: default` is model.fit at Keras's own defaults (backends.tensorflow.fit)
+    trains_by_default: ClassVar[bool] = True
+    missing_modes: ClassVar[dict[str, str]] = {"cuda_graph": NO_CUDA_GRAPH}
+    refused_on_cpu: ClassVar[dict[tuple[str, Any], str]] = {("precision", "tf32"): TF32_ON_CPU}
     options_model: ClassVar[type[BaseModel]] = TensorFlowOptions
     #: `import tensorflow` loads the CUDA libraries but opens no device: a probe's worker does it ahead
     preload_modules: ClassVar[tuple[str, ...]] = ("tensorflow",)
@@ -166,14 +189,7 @@ class TensorFlowBackend(Backend):
         reason = super().unsupported_reason(workload, params, device, options)
         if reason:
             return reason
-        if params.get("execution") == "cuda_graph":
-            return NO_CUDA_GRAPH
-        if device == "cpu" and params.get("precision") == "tf32":
-            return "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
         if workload == "resnet50_train" and params.get("model") == "keras_resnet50_v1" and params.get("recompute") == "blocks":
-            # a workload module: the worker side of the backend, kept out of the parent unless asked
-            from backends.tensorflow.resnet50_train import KERAS_V1_RECOMPUTE_REASON
-
             return KERAS_V1_RECOMPUTE_REASON
         if ((options or {}).get("distributed_xla") == "whole_step" and params.get("execution") == "compiled"
                 and int(params.get("replicas") or 1) > 1):
@@ -181,10 +197,7 @@ class TensorFlowBackend(Backend):
                 return WHOLE_STEP_XLA_CPU
             if (options or {}).get("strategy") == "mirrored":
                 return MIRRORED_WHOLE_STEP
-        if workload == "resnet50_train" and params.get("execution") == "default":
-            # the worker's side of the backend, kept out of the parent unless asked
-            from backends.tensorflow.fit import fit_unsupported_reason
-
+        if params.get("execution") == "default":
             reason = fit_unsupported_reason(params)
             if reason:
                 return reason
@@ -237,8 +250,8 @@ class TensorFlowBackend(Backend):
         """This replica's device (only it visible to TensorFlow) and MultiWorkerMirroredStrategy over the workers;
         under `strategy: mirrored` (launch says so in HARNESS_TF_STRATEGY) every replica's device, in this one
         process, and MirroredStrategy over them."""
-        # the worker's side: loaded in a worker only
-        from backends.tensorflow.device import (
+        # the worker's side, which imports TensorFlow: loaded in a worker only
+        from backends.tensorflow.replicas import (
             TensorFlowMirroredDevice,
             TensorFlowReplicaDevice,
         )
@@ -249,7 +262,7 @@ class TensorFlowBackend(Backend):
 
     def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import TensorFlow, set its thread pools, turn memory growth on and resolve the device."""
-        # the worker's side: loaded in a worker only
+        # the worker's side, which imports TensorFlow: loaded in a worker only
         from backends.tensorflow.device import TensorFlowDevice
 
         return TensorFlowDevice(device, cpu_threads)

@@ -5,7 +5,8 @@ TF_USE_LEGACY_KERAS=1) and Keras 3 (the `keras` package, TF 2.16+). `tf.keras` a
 TensorFlow itself uses, so everything here goes through it. Each function returns (or records) the
 concrete API it called, for the result record's `api` field.
 
-Importing this module imports nothing; TensorFlow is imported inside the functions (in the worker).
+The worker's side of the backend, like every module but the package's `__init__` and its launcher: it imports
+TensorFlow at its top, and only a worker imports it.
 """
 
 from __future__ import annotations
@@ -14,22 +15,16 @@ import contextlib
 import os
 from typing import Any, Callable
 
+import tensorflow as tf
 
-def tf_module():
-    """The imported `tensorflow` module."""
-    import tensorflow as tf
-
-    return tf
-
-
-def keras_module():
-    """The Keras TensorFlow uses: Keras 2 on TF 2.12-2.15, Keras 3 on TF 2.16+ (`tf.keras` names either)."""
-    return tf_module().keras
+#: The Keras this process builds with: Keras 2 on TF 2.12-2.15; on TF 2.16+ Keras 3, or tf_keras where
+#: TF_USE_LEGACY_KERAS=1 (TensorFlowBackend.worker_env sets it before TensorFlow is imported). `tf.keras` names
+#: whichever TensorFlow chose; it loads on first use.
+keras = tf.keras
 
 
 def keras_version() -> str:
     """The version string of the Keras that `tf.keras` names."""
-    keras = keras_module()
     version = getattr(keras, "__version__", None)
     if version is None and str(getattr(keras, "__name__", "")).startswith("tf_keras"):
         import tf_keras  # TF 2.16+ with TF_USE_LEGACY_KERAS=1: tf.keras is tf_keras's API module
@@ -49,7 +44,6 @@ def keras_api() -> str:
     version = keras_version()
     if is_keras3():
         return f"keras {version} (Keras 3)"
-    tf = tf_module()
     if os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true"):
         return f"tf_keras {version} (Keras 2, TF_USE_LEGACY_KERAS=1)"
     return f"tf.keras {version} (Keras 2, bundled with TensorFlow {tf.__version__})"
@@ -70,7 +64,6 @@ def is_keras3() -> bool:
 
 def set_global_policy(name: str) -> str:
     """Set Keras's global dtype policy (`float32`, `mixed_float16`, `mixed_bfloat16`); return the API called."""
-    keras = keras_module()
     if is_keras3():
         # Keras 3 (TF 2.16+): keras.config.set_dtype_policy (keras.mixed_precision.set_global_policy is an alias)
         keras.config.set_dtype_policy(name)
@@ -82,7 +75,6 @@ def set_global_policy(name: str) -> str:
 
 def compute_dtype() -> str:
     """The compute dtype of the global policy (`float32`, `float16`, `bfloat16`)."""
-    keras = keras_module()
     if is_keras3():
         return keras.config.dtype_policy().compute_dtype
     return keras.mixed_precision.global_policy().compute_dtype
@@ -91,7 +83,7 @@ def compute_dtype() -> str:
 @contextlib.contextmanager
 def image_data_format(fmt: str):
     """Set Keras's global image data format (read by keras.applications) for the block; restore it after."""
-    backend = keras_module().backend
+    backend = keras.backend
     old = backend.image_data_format()
     backend.set_image_data_format(fmt)
     try:
@@ -104,7 +96,12 @@ def image_data_format(fmt: str):
 
 
 def sgd(learning_rate: float, momentum: float, jit_compile: bool | None = False):
-    """SGD with momentum, and the API called.
+    """SGD with momentum, and the API called (keras_optimizer)."""
+    return keras_optimizer("SGD", jit_compile, learning_rate=learning_rate, momentum=momentum)
+
+
+def keras_optimizer(name: str, jit_compile: bool | None = False, **arguments):
+    """`keras.optimizers.<name>(**arguments)` (SGD, AdamW), and the API called.
 
     `jit_compile` is Keras 2's own XLA compilation of the optimizer's update: False (harness's choice in the
     eager, graph and compiled modes, where only `execution` decides XLA), True (option
@@ -112,22 +109,21 @@ def sgd(learning_rate: float, momentum: float, jit_compile: bool | None = False)
     visible (what a tf_keras user gets, followed under execution: default). Keras 3's optimizers compile
     nothing themselves and take no such setting. The API names what Keras resolved (`.jit_compile`).
     """
-    keras = keras_module()
+    kind = getattr(keras.optimizers, name)
+    shown = ", ".join(f"{key}={value}" for key, value in arguments.items())
     if is_keras3():
         # Keras 3 (TF 2.16+): optimizers compile nothing themselves
-        return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum), (
-            f"keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum})"
-        )
+        return kind(**arguments), f"keras.optimizers.{name}({shown})"
     # Keras 2.11-2.15 (TF 2.12-2.15) and tf_keras: the optimizer XLA-compiles its per-variable update whenever
     # a GPU is visible (jit_compile=True by default), which would put XLA into the eager and graph modes
     if jit_compile is None:
-        optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
+        optimizer = kind(**arguments)
         asked = "Keras's default jit_compile"
     else:
-        optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum, jit_compile=jit_compile)
+        optimizer = kind(**arguments, jit_compile=jit_compile)
         asked = f"jit_compile={jit_compile}"
     resolved = bool(getattr(optimizer, "jit_compile", False))
-    return optimizer, (f"tf.keras.optimizers.SGD(learning_rate={learning_rate}, momentum={momentum}, {asked}); "
+    return optimizer, (f"tf.keras.optimizers.{name}({shown}, {asked}); "
                        f"the update XLA-compiled: {resolved} (optimizer.jit_compile)")
 
 
@@ -156,7 +152,6 @@ def optimizer_update(optimizer, variables: list, *, loss_scaling: bool) -> Optim
     step functions are named, never lambdas: autograph finds a lambda's source by its line, and two
     lambdas on one line can swap (seen on TF 2.21: the scale call ran the apply lambda).
     """
-    keras = keras_module()
     if is_keras3():
         # Keras 3 (TF 2.16+): scale_loss(loss), then apply(grads, vars), which unscales and skips
         # the step (and lowers the scale) when a gradient is not finite.
@@ -235,8 +230,8 @@ def channels_first_cpu_problem(execution: str) -> str | None:
 
 
 def has_remat_scope() -> bool:
-    """Whether keras.RematScope exists (Keras 3.9+). Not used for recompute: see resnet50_train."""
-    return hasattr(keras_module(), "RematScope")
+    """Whether keras.RematScope exists (Keras 3.9+). Not used for recompute: see backends.tensorflow.recompute."""
+    return hasattr(keras, "RematScope")
 
 
 # --- devices, memory, seeds ---------------------------------------------------------------------
@@ -248,7 +243,6 @@ def device_sync() -> tuple[Callable[[], None], str]:
     tf.test.experimental.sync_devices exists from TF 2.12 (the oldest version supported); it must be
     called eagerly. The fallback only drains the eager executor's queue, not GPU streams.
     """
-    tf = tf_module()
     sync = getattr(getattr(tf.test, "experimental", None), "sync_devices", None)
     if sync is not None:
         return sync, "tf.test.experimental.sync_devices()"
@@ -259,7 +253,6 @@ def device_sync() -> tuple[Callable[[], None], str]:
 
 def reset_memory_stats(tf_device: str) -> bool:
     """Reset the allocator peak of a device (`GPU:0`, `CPU:0`); False where this TF cannot."""
-    tf = tf_module()
     try:
         tf.config.experimental.reset_memory_stats(tf_device)
         return True
@@ -269,7 +262,6 @@ def reset_memory_stats(tf_device: str) -> bool:
 
 def peak_memory_bytes(tf_device: str) -> int | None:
     """The allocator's peak bytes since the last reset (TF 2.12+ answer for GPU:N and CPU:0); None if it cannot say."""
-    tf = tf_module()
     try:
         return int(tf.config.experimental.get_memory_info(tf_device)["peak"])
     except (ValueError, KeyError, AttributeError, NotImplementedError, tf.errors.OpError):
@@ -278,10 +270,10 @@ def peak_memory_bytes(tf_device: str) -> int | None:
 
 def set_random_seed(seed: int) -> str:
     """Seed Python, NumPy and TensorFlow (and Keras 3's own generator)."""
-    keras_module().utils.set_random_seed(int(seed))  # Keras 2.7+ and Keras 3 alike
+    keras.utils.set_random_seed(int(seed))  # Keras 2.7+ and Keras 3 alike
     return "keras.utils.set_random_seed"
 
 
 def clear_session() -> None:
     """Drop Keras's global state (layer names, graphs) left by an earlier run in this process."""
-    keras_module().backend.clear_session()
+    keras.backend.clear_session()

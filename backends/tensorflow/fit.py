@@ -8,41 +8,32 @@ step, the optimizer's own XLA-compiled update on a GPU; `steps_per_execution=1` 
 steps (Prepared.steps_per_call). No callback is passed, so nothing reads a loss back per batch; fit reads
 its logs once, at the end of each call, as it does at the end of a user's epoch.
 
-The model is harness's own (ResNet-50 v1.5, or keras_resnet50_v1 under its own name), the loss Keras's
-SparseCategoricalCrossentropy on float32 logits (the mean over the batch, as the other modes compute it),
-the optimizer Keras's SGD with momentum at the scenario's lr and momentum. Keras wraps it for loss scaling
-under mixed_float16 by itself (compile's own default).
+The model is the workload's model part's (ResNet-50 v1.5, keras_resnet50_v1, a plugin's), the loss the part's
+own or Keras's SparseCategoricalCrossentropy on the logits (the mean over every position, as the other modes
+compute it; Keras 3's losses compute in float32), the optimizer Keras's own for the workload's OptimizerSpec
+(backends.tensorflow.optimizer) at Keras's default jit_compile. Keras wraps it for loss scaling under
+mixed_float16 by itself (compile's own default).
 
-Importing this module imports nothing from TensorFlow: the parent asks `fit_unsupported_reason` before any
-worker starts.
+What model.fit cannot run as a Keras user would (grad_accum > 1, replicas > 1) is refused before a worker starts
+(backends.tensorflow.fit_unsupported_reason).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import tensorflow as tf
+
 from backends.tensorflow import compat
+from backends.tensorflow.inputs import per_step_field
+from backends.tensorflow.optimizer import keras_optimizer
+from backends.tensorflow.recompute import recompute_api
+from backends.tensorflow.step import part_name
 from harness.seam.adapter import Prepared
-from harness.workloads.resnet50_train import parameter_count
+from harness.workloads.training import OptimizerSpec
 
-GRAD_ACCUM = (
-    "execution: default is Keras's model.fit, which takes one optimizer step per batch: grad_accum > 1 is "
-    "not a path Keras users get without writing their own train_step (use graph or compiled for grad_accum)"
-)
-REPLICAS = (
-    "execution: default with replicas > 1 would be model.fit under a tf.distribute strategy, where Keras 3 "
-    "turns jit_compile='auto' off and the data pipeline is distributed by Keras: not implemented; use graph "
-    "or compiled for data-parallel TensorFlow"
-)
-
-
-def fit_unsupported_reason(params: dict) -> str | None:
-    """Why `model.fit` cannot run these resnet50_train params as a Keras user would (None: it can)."""
-    if int(params.get("grad_accum") or 1) > 1:
-        return GRAD_ACCUM
-    if int(params.get("replicas") or 1) > 1:
-        return REPLICAS
-    return None
+#: The record's api.loss of the neutral cross-entropy under model.fit.
+KERAS_CROSS_ENTROPY = "keras.losses.SparseCategoricalCrossentropy(from_logits=True) on float32 logits, mean"
 
 
 def steps_per_execution(model) -> int | None:
@@ -63,20 +54,20 @@ def optimizer_jit_compile(optimizer) -> bool | None:
     return None if value is None else bool(value)
 
 
-def compile_at_defaults(model, params) -> dict[str, Any]:
-    """`model.compile` with SGD and the loss, every other argument at Keras's default; what it resolved to:
+def compile_at_defaults(model, optimizer: OptimizerSpec, loss=None) -> dict[str, Any]:
+    """`model.compile` with the workload's optimizer (Keras's default jit_compile) and `loss` (None: Keras's
+    SparseCategoricalCrossentropy on logits), every other argument at Keras's default; what it resolved to:
     `jit_compile` (the train step under XLA), `steps_per_execution`, the optimizer's own `jit_compile`, and
     the optimizer's class (LossScaleOptimizer where Keras wrapped it)."""
-    keras = compat.keras_module()
-    optimizer, sgd_api = compat.sgd(params.lr, params.momentum, jit_compile=None)
-    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    keras_opt, optimizer_api = keras_optimizer(optimizer, model.trainable_variables, jit_compile=None)
+    model.compile(optimizer=keras_opt, loss=loss or compat.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     jit = getattr(model, "jit_compile", None)
     return {
         "jit_compile": bool(jit),
         "steps_per_execution": steps_per_execution(model),
         "optimizer_jit_compile": optimizer_jit_compile(model.optimizer),
         "optimizer": type(model.optimizer).__name__,
-        "sgd_api": sgd_api,
+        "optimizer_api": optimizer_api,
     }
 
 
@@ -92,10 +83,11 @@ def describe(resolved: dict[str, Any], k: int) -> str:
 class FitTraining:
     """A compiled Keras model trained by `fit`, k steps a call; its losses kept from fit's own logs."""
 
-    def __init__(self, model, dataset, steps: int, params, inputs_fingerprint: str | None, resolved: dict,
-                 bytes_per_step: int | None = None):
-        self.model, self.dataset, self.steps, self.params = model, dataset, steps, params
+    def __init__(self, model, dataset, steps: int, items: tuple[str, float], inputs_fingerprint: str | None,
+                 resolved: dict, expected_parameters: int | None, bytes_per_step: int | None = None):
+        self.model, self.dataset, self.steps, self.items = model, dataset, steps, items
         self.inputs_fingerprint, self.resolved, self.bytes_per_step = inputs_fingerprint, resolved, bytes_per_step
+        self.expected_parameters = expected_parameters
         self.losses: dict[str, float] = {}
 
     def step(self) -> None:
@@ -108,20 +100,21 @@ class FitTraining:
     def checks(self) -> dict:
         """The model's parameter counts, fit's first and last losses, the inputs' fingerprint."""
         model = self.model
-        count = _scalars(model.trainable_weights)
+        count = scalars(model.trainable_weights)
         return {
             "inputs_fingerprint": self.inputs_fingerprint,
             "model_parameters": count,
-            "model_parameters_total": count + _scalars(model.non_trainable_weights),
-            "model_parameters_expected": parameter_count(self.params.num_classes, self.params.model),
+            "model_parameters_total": count + scalars(model.non_trainable_weights),
+            "model_parameters_expected": self.expected_parameters,
             "loss_first": self.losses.get("first"),
             "loss_last": self.losses.get("last"),
         }
 
     def timing_fields(self) -> dict:
-        """The images of one training step and what `default` resolved to (the record's timing.fit)."""
-        fit = {key: value for key, value in self.resolved.items() if key != "sgd_api"}
-        out = {"images_per_step": float(self.params.batch_size), "fit": {**fit, "steps_per_epoch": self.steps}}
+        """The items of one training step and what `default` resolved to (the record's timing.fit)."""
+        fit = {key: value for key, value in self.resolved.items() if key != "optimizer_api"}
+        field, per_step = self.items
+        out = {field: per_step, "fit": {**fit, "steps_per_epoch": self.steps}}
         if self.bytes_per_step is not None:
             out["host_to_device_bytes_per_step"] = self.bytes_per_step
         return out
@@ -132,7 +125,8 @@ class FitTraining:
         self.dataset = None
 
 
-def _scalars(weights) -> int:
+def scalars(weights) -> int:
+    """How many scalars the weights hold."""
     total = 0
     for weight in weights:
         count = 1
@@ -142,29 +136,45 @@ def _scalars(weights) -> int:
     return total
 
 
-def prepare_fit(params, model, inputs, options: dict, api: dict) -> Prepared:
+def keras_loss(part) -> tuple[Any, str]:
+    """The loss model.compile takes (None: Keras's cross-entropy, compile_at_defaults) and its api.loss: the
+    part's own `loss(outputs, labels)` where it has one (Keras calls a loss with the labels first)."""
+    own = getattr(part, "loss", None)
+    if own is None:
+        return None, KERAS_CROSS_ENTROPY
+
+    def part_loss(labels, outputs):
+        return own(outputs, labels)
+
+    return part_loss, f"the model part's own loss ({part_name(part)}.loss) in model.compile"
+
+
+def prepare_fit(workload, part, params, model, inputs, options: dict, api: dict) -> Prepared:
     """The default path's Prepared step: compile at Keras's defaults, `options["fit_steps"]` steps per call over
-    the run's inputs (backends.tensorflow.resnet50_train.Inputs): `inputs: host`'s tf.data pipeline, or the
-    device batch, which a pipeline repeats; the optimizer, loss, inputs and execution APIs into `api`."""
-    tf = compat.tf_module()
+    the run's inputs (backends.tensorflow.inputs.Inputs): `inputs: host`'s tf.data pipeline, or the device batch,
+    which a pipeline repeats; the optimizer, loss, inputs and execution APIs into `api`."""
     steps = int(options.get("fit_steps", 20))
-    resolved = compile_at_defaults(model, params)
-    api["optimizer"] = f"{resolved['sgd_api']}; compiled by model.compile as {resolved['optimizer']}"
-    api["loss"] = "keras.losses.SparseCategoricalCrossentropy(from_logits=True) on float32 logits, mean"
+    training = workload.training
+    loss, loss_api = keras_loss(part)
+    resolved = compile_at_defaults(model, training.optimizer(params), loss)
+    api["optimizer"] = f"{resolved['optimizer_api']}; compiled by model.compile as {resolved['optimizer']}"
+    api["loss"] = loss_api
     host = inputs.pipeline
     if host is None:
-        dataset = tf.data.Dataset.from_tensors((inputs.images, inputs.labels)).repeat()
-        api["inputs"] = ("tf.data.Dataset.from_tensors((images, labels)).repeat(): the run's batch every step, "
+        batch = "images" if training.images else "features"
+        dataset = tf.data.Dataset.from_tensors((inputs.features, inputs.labels)).repeat()
+        api["inputs"] = (f"tf.data.Dataset.from_tensors(({batch}, labels)).repeat(): the run's batch every step, "
                          "through fit's own data handler (tf.data runs its pipeline on the host, so fit copies the "
                          "batch to the device each step even with inputs: device)")
     else:
         dataset = host.dataset  # api["inputs"] already names the host pipeline
     api["execution"] = describe(resolved, steps)
     api["grad_accum"] = "1 micro-batch per optimizer update (model.fit)"
-    api["memory_format"] = f"keras data_format={params.memory_format!r}"
-    api["recompute"] = ("tf.recompute_grad around each bottleneck block, inside the model's call that fit traces"
-                        if params.recompute == "blocks" else "none")
-    training = FitTraining(model, dataset, steps, params, inputs.fingerprint, resolved,
-                           None if host is None else host.bytes_per_step)
-    return Prepared(step=training.step, api=api, checks=training.checks, timing_fields=training.timing_fields,
-                    close=training.close, steps_per_call=steps)
+    if training.images:
+        api["memory_format"] = f"keras data_format={params.memory_format!r}"
+    api["recompute"] = recompute_api(params.recompute, 0, getattr(part, "block_name", "block"), under_fit=True)
+    field, per_step = per_step_field(training), float(params.batch_size)
+    fitted = FitTraining(model, dataset, steps, (field, per_step), inputs.fingerprint, resolved,
+                         training.parameters(params), None if host is None else host.bytes_per_step)
+    return Prepared(step=fitted.step, api=api, checks=fitted.checks, timing_fields=fitted.timing_fields,
+                    close=fitted.close, steps_per_call=steps)

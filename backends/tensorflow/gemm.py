@@ -7,8 +7,9 @@ the clock's sync_devices() waits for the queued products.
 from __future__ import annotations
 
 import numpy as np
+import tensorflow as tf
 
-from backends.tensorflow import compat, device
+from backends.tensorflow import device
 from backends.tensorflow.step import build_step
 from harness.seam.adapter import Prepared
 from harness.workloads.base import fingerprint
@@ -20,14 +21,11 @@ DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bflo
 
 def _product(a, b):
     """The timed operation: one matrix product (batched when the operands are 3-D)."""
-    import tensorflow as tf
-
     return tf.linalg.matmul(a, b)
 
 
 def prepare(params, dev, run) -> Prepared:
     """The operands on the device in the precision's dtype, and a step of one product in the execution mode."""
-    tf = compat.tf_module()
     placement = dev.placement
     dtype = DTYPES[params.precision]
     api = {"precision": f"{dtype} operands; " + device.set_tensor_float_32(params.precision, placement)}
@@ -62,8 +60,6 @@ def prepare(params, dev, run) -> Prepared:
 
 def _check(a, b, c, params, seed: int) -> dict:
     """check_product on the operands as multiplied (rounded to fp16/bf16 where used) and sampled output rows."""
-    import tensorflow as tf
-
     m = params.dims[0]
     rows = sample_rows(m, seed)
     first = (lambda t: t[0]) if params.batch > 1 else (lambda t: t)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+import tensorflow as tf
+
 from backends.tensorflow import compat
 from harness.timing import xspace
 from harness.timing.profile import GPU_LIBRARY_RULES, Capture, Rules
@@ -93,7 +95,6 @@ def read_xspace(path: str) -> list[XEvent]:
 def profiled(step: Callable[[], Any], sync: Callable[[], None], steps: int, logdir: str) -> str:
     """Run `steps` steps under TensorFlow's profiler inside the window annotation, the devices waited for
     before it closes; the XSpace file it wrote."""
-    tf = compat.tf_module()
     tf.profiler.experimental.start(logdir)
     try:
         with tf.profiler.experimental.Trace(WINDOW):

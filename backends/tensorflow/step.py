@@ -1,16 +1,91 @@
-"""Steps as TensorFlow runs them: the neutral execution mode (eager, graph, compiled) made a tf.function or
-not, on one device or through a tf.distribute strategy's `run` for a data-parallel replica."""
+"""Steps as TensorFlow runs them: one optimizer update's loss and gradients (Gradients), and the neutral execution
+mode (eager, graph, compiled) made a tf.function or not, on one device or through a tf.distribute strategy's `run`
+for a data-parallel replica."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
+
+import tensorflow as tf
 
 from backends.tensorflow import WHOLE_STEP_XLA_CPU, compat
 from harness.errors import Unsupported
 
 RUN_EAGERLY = "tf.config.run_functions_eagerly(True) is set in this process; tf.function would run eagerly"
+
+
+def cross_entropy(outputs, labels):
+    """A training workload's neutral loss: the mean softmax cross-entropy of the logits (last axis) against the
+    integer labels, over every position, in float32."""
+    logits = tf.cast(outputs, tf.float32)
+    if logits.shape.rank != 2:
+        logits = tf.reshape(logits, [-1, logits.shape[-1]])
+    if labels.shape.rank != 1:
+        labels = tf.reshape(labels, [-1])
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+
+def part_name(part) -> str:
+    """Where a model part is defined (module and class), for the record's api (its model, its own loss)."""
+    return f"{type(part).__module__}.{type(part).__qualname__}"
+
+
+class Gradients:
+    """One optimizer update's loss and gradients over grad_accum micro-batches, and the update: the parts of
+    the training step that tf.function and XLA trace."""
+
+    def __init__(self, model, loss: Callable, variables: list, update: compat.OptimizerUpdate, accum: int, *,
+                 world: int, rotate: bool):
+        self.model, self.loss, self.variables, self.update = model, loss, variables, update
+        #: micro-batches per update, and replicas whose gradients the optimizer sums
+        self.accum, self.world = accum, world
+        #: under XLA micro-batch i is the batch rotated by i
+        self.rotate = rotate
+
+    def micro_step(self, x, y):
+        """One micro-batch's loss and the gradients of its share of the update's loss."""
+        with tf.GradientTape() as tape:
+            loss = self.loss(self.model(x, training=True), y)
+            # the mean over all grad_accum * batch_size items (of every replica: the optimizer sums the
+            # replicas' gradients), as one large batch would give
+            scaled = self.update.scale(loss / (self.accum * self.world))
+        return loss, tape.gradient(scaled, self.variables)
+
+    def compute(self, x, y):
+        """Loss and gradients of one optimizer update (grad_accum micro-batches), before the update."""
+        loss, grads = self.micro_step(x, y)
+        if self.accum > 1:
+            # a loop, not unrolled Python: the traced graph (and XLA's compile time) stays one micro-step
+            # long; parallel_iterations=1 keeps micro-batches from overlapping and raising the peak
+            _, loss, grads = tf.while_loop(
+                self._more, partial(self._accumulate, x, y), (tf.constant(1), loss, grads), parallel_iterations=1
+            )
+        return loss, grads
+
+    def _more(self, i, *_):
+        return i < self.accum
+
+    def _accumulate(self, x, y, i, loss, grads):
+        xi, yi = x, y
+        if self.rotate:
+            # under XLA: the same items in a rotated order, the same gradient up to rounding but not
+            # provably the same computation, so XLA cannot hoist it out of the loop and compute it once
+            xi, yi = tf.roll(x, i, axis=0), tf.roll(y, i, axis=0)
+        loss, more = self.micro_step(xi, yi)
+        return i + 1, loss, [g + m for g, m in zip(grads, more)]
+
+    def apply(self, grads) -> None:
+        """The optimizer's update with the gradients of the scaled loss."""
+        self.update.apply(grads, self.variables)
+
+    def train_step(self, x, y):
+        """The whole step on one device: compute, then apply; the last micro-batch's loss."""
+        loss, grads = self.compute(x, y)
+        self.apply(grads)
+        return loss
 
 
 @dataclass(frozen=True)
@@ -41,7 +116,6 @@ def build_step(fn, execution: str) -> Step:
     whole step compiled by XLA (on the CPU too). cuda_graph has no TensorFlow equivalent (the backend
     refuses it before this is reached).
     """
-    tf = compat.tf_module()
     if execution == "eager":
         return Step(fn, "eager: plain Python step, ops dispatched one by one (no tf.function)")
     if tf.config.functions_run_eagerly():
@@ -73,7 +147,6 @@ def build_replica_step(compute, apply, execution: str, strategy, xla: str = "for
     all-reduce and the update are traced into the same XLA computation. The CPU has no XLA collectives:
     unsupported there.
     """
-    tf = compat.tf_module()
     whole = execution == "compiled" and xla == "whole_step"
     if whole and not on_gpu:
         raise Unsupported(WHOLE_STEP_XLA_CPU)
@@ -116,7 +189,6 @@ def strategy_step(compute, apply: Callable, strategy) -> Callable:
 def whole_step_xla(distributed_step: Callable, strategy) -> Step:
     """tf.function(jit_compile=True) around strategy.run, called on the worker's device
     (tensorflow.distributed_xla=whole_step)."""
-    tf = compat.tf_module()
     traced = tf.function(distributed_step, jit_compile=True)
     # called without a device scope, the compiled function was placed on the worker's CPU while the mirrored
     # variables live on its GPU ("Trying to access resource ... located in device ...GPU:0 from device

@@ -1,21 +1,23 @@
 """The PyTorch backend of harness (entry point `torch` in the `harness.backends` group).
 
-Importing this package does not import torch: the framework is imported in `open_device` and
-`prepare`, which run only in a worker process.
+Its modules come in two kinds. The declarations (this package's `__init__`, `launcher`), which the parent
+process imports, never import torch. The worker's side (`device`, `train` and the modules it builds the step
+from, the model parts, `gemm`, `profile`, `compat`) imports torch at module top like any other import: only a
+worker ever imports those modules, through `open_device` and `prepare`.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from backends.torch.compat import out_of_memory_errors
 from backends.torch.launcher import torchrun_launch
 from harness.errors import ONEDNN_ALLOCATION, allocation_failure
 from harness.seam.adapter import Device
-from harness.seam.backend import Backend
+from harness.seam.backend import CUDA_GRAPH_ON_CPU, TF32_ON_CPU, Backend
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
 from harness.workloads import technique_values
@@ -34,8 +36,6 @@ OOM_MESSAGES = (
     "Cannot allocate memory",  # ENOMEM, as the C library words it (a host allocation under --memory-limit)
 )
 
-
-CUDA_GRAPH_ON_CPU = "a CUDA graph needs a CUDA GPU; the CPU has none"
 NO_GRAPH_MODE = (
     "torch has no `graph` mode: nothing in torch runs a whole training step as a traced graph launched "
     "kernel by kernel without compiling it, as tf.function does; its whole-step modes are cuda_graph "
@@ -82,18 +82,24 @@ class TorchOptions(BaseModel):
 
 
 class TorchBackend(Backend):
-    """PyTorch (torch, torchvision): gemm and resnet50_train on the CPU and CUDA GPUs."""
+    """PyTorch (torch, torchvision): gemm, and every training workload with a torch model part (resnet50_train's
+    is this backend's own), on the CPU and CUDA GPUs."""
 
     name: ClassVar[str] = "torch"
     aliases: ClassVar[tuple[str, ...]] = ("pytorch",)
     distributions: ClassVar[tuple[str, ...]] = ("torch",)
     install_hint: ClassVar[str] = "pip install 'harness[torch]'"
-    #: every technique value of both workloads (harness.workloads declares them); `execution: default` for
-    #: resnet50_train only (a single matrix product has no training path to follow: docs/execution.md)
-    workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        name: technique_values(name, default_execution=name == "resnet50_train") for name in ("gemm", "resnet50_train")
-    }
-    modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm", "resnet50_train": "backends.torch.resnet50_train"}
+    #: gemm's technique values (harness.workloads declares them), without `execution: default` (a single matrix
+    #: product has no training path to follow: docs/execution.md); a training workload's come from techniques()
+    workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {"gemm": technique_values("gemm")}
+    modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm"}
+    trainer: ClassVar[str | None] = "backends.torch.train"
+    parts: ClassVar[dict[str, str]] = {"resnet50_train": "backends.torch.resnet50:PART"}
+    #: `execution: default` is the plain Python training loop, what a torch user writes
+    trains_by_default: ClassVar[bool] = True
+    missing_modes: ClassVar[dict[str, str]] = {"graph": NO_GRAPH_MODE}
+    refused_on_cpu: ClassVar[dict[tuple[str, Any], str]] = {("precision", "tf32"): TF32_ON_CPU,
+                                                           ("execution", "cuda_graph"): CUDA_GRAPH_ON_CPU}
     options_model: ClassVar[type[BaseModel]] = TorchOptions
     #: torch initializes CUDA lazily, at the first device call: a probe's worker imports these ahead
     preload_modules: ClassVar[tuple[str, ...]] = ("torch", "torchvision")
@@ -104,28 +110,20 @@ class TorchBackend(Backend):
     keyed_off_default: ClassVar[tuple[str, ...]] = ("optimize_ddp", "cudnn_benchmark")
 
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
-        """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved)."""
+        """Every combination torch cannot run, known before it is imported (asked again once `auto` is resolved):
+        the base class's refusals, the trainer's whole-step CUDA graph limits, and ResNet-50's own."""
         reason = super().unsupported_reason(workload, params, device, options)
         if reason:
             return reason
-        execution = params.get("execution")
-        if execution == "graph":
-            return NO_GRAPH_MODE
-        if device == "cpu" and params.get("precision") == "tf32":
-            # the worker's side of the backend: loaded when needed
-            from backends.torch.precision import TF32_ON_CPU
-
-            return TF32_ON_CPU
-        if device == "cpu" and execution == "cuda_graph":
-            return CUDA_GRAPH_ON_CPU
         if workload == "resnet50_train":
             if params.get("model") == "keras_resnet50_v1":
                 return KERAS_V1_ON_TORCH
             if params.get("batch_size") == 1:
                 return BATCH_OF_ONE
-            if execution == "cuda_graph" and params.get("precision") == "amp_fp16":
+        if params.get("execution") == "cuda_graph":
+            if params.get("precision") == "amp_fp16":
                 return GRAPH_WITH_GRAD_SCALER
-            if execution == "cuda_graph" and int(params.get("replicas") or 1) > 1:
+            if int(params.get("replicas") or 1) > 1:
                 return CUDA_GRAPH_DATA_PARALLEL
         return None
 
@@ -166,6 +164,24 @@ class TorchBackend(Backend):
             # allocate as a primitive it could not create (seen at the edge of a capacity search on the CPU)
             hit = allocation_failure(exc, (), ONEDNN_ALLOCATION)
         return hit
+
+
+def out_of_memory_errors() -> tuple[type, ...]:
+    """The exception classes torch raises when an allocator runs out of memory.
+
+    torch.cuda.OutOfMemoryError exists in every supported release; torch.OutOfMemoryError (also
+    raised by other accelerators) was added later, as the same class or a base of it. Read from
+    an already-imported torch only: classifying an error must not import torch.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ()
+    found = []
+    for owner in (torch, getattr(torch, "cuda", None)):
+        cls = getattr(owner, "OutOfMemoryError", None)
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
 
 
 __all__ = ["TorchBackend"]

@@ -1,7 +1,7 @@
 """Every difference between torch releases (2.0.1 through 2.14) that the backend meets.
 
-Each branch is named by the release that needs it. torch is imported inside the functions only,
-so importing this module costs nothing in the parent process.
+Each branch is named by the release that needs it. The worker's side of the backend: it imports torch
+(the parent process classifies torch's errors without it: backends.torch.out_of_memory_errors).
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ import sys
 import warnings
 from typing import Any, Callable
 
+import torch
+import torch.utils.checkpoint
+
 from harness.errors import Unsupported
 
 
 def torch_version() -> tuple[int, int]:
     """(major, minor) of the imported torch (`2.14.1+cu130` -> (2, 14))."""
-    import torch
-
     match = re.match(r"(\d+)\.(\d+)", torch.__version__)
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
@@ -33,8 +34,6 @@ def set_tf32(enabled: bool) -> str:
     follows them); `set_float32_matmul_precision` also decides whether the CPU's oneDNN may
     round fp32 matmul inputs, so fp32 asks for "highest".
     """
-    import torch
-
     torch.backends.cuda.matmul.allow_tf32 = enabled
     torch.backends.cudnn.allow_tf32 = enabled
     torch.set_float32_matmul_precision("high" if enabled else "highest")
@@ -51,8 +50,6 @@ def autocast(device_type: str, dtype: Any):
     torch 2.0-2.1: CPU autocast knows only bfloat16 and turns itself off, with a warning, for
     float16 (CPU float16 autocast arrived in 2.2). The context says whether it stayed enabled.
     """
-    import torch
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         context = torch.autocast(device_type=device_type, dtype=dtype)
@@ -70,8 +67,6 @@ def grad_scaler(device_type: str) -> tuple[Any, str]:
     torch >= 2.3: `torch.amp.GradScaler(device)`, CUDA and CPU. torch 2.0-2.2: only
     `torch.cuda.amp.GradScaler()`, so a CPU float16 run is unsupported there.
     """
-    import torch
-
     if torch_version() >= (2, 3):
         return torch.amp.GradScaler(device_type), f"torch.amp.GradScaler({device_type!r})"
     if device_type == "cuda":
@@ -85,8 +80,6 @@ def matmul_supported(dtype: Any, device: Any) -> str | None:
     torch 2.0.x has no float16 addmm/bmm on the CPU ("addmm_impl_cpu_" not implemented for 'Half');
     later releases added it. A tiny probe answers for every release instead of a version table.
     """
-    import torch
-
     if device.type != "cpu":
         return None
     try:
@@ -107,8 +100,6 @@ def compile_unsupported_reason() -> str | None:
     torch 2.0.x: dynamo refuses Python 3.11+ ("Python 3.11+ not yet supported"); 2.1 added 3.11.
     Later releases refuse Pythons newer than they know, through the same check.
     """
-    import torch
-
     if not hasattr(torch, "compile"):
         return f"torch {torch.__version__} has no torch.compile (it arrived in 2.0)"
     if torch_version() < (2, 1) and sys.version_info >= (3, 11):
@@ -116,7 +107,7 @@ def compile_unsupported_reason() -> str | None:
             f"torch {torch.__version__} has no torch.compile on Python "
             f"{sys.version_info.major}.{sys.version_info.minor} (3.11 support arrived in torch 2.1)"
         )
-    try:
+    try:  # imported here, in a try: a release may not have Dynamo's own check where 2.0-2.14 keep it
         from torch._dynamo.eval_frame import check_if_dynamo_supported
     except ImportError:
         return None
@@ -129,12 +120,20 @@ def compile_unsupported_reason() -> str | None:
 
 def torch_compile(fn: Callable, mode: str) -> Callable:
     """`torch.compile(fn, mode=mode)`; Unsupported where this torch/Python pair has no compiler."""
-    import torch
-
     reason = compile_unsupported_reason()
     if reason:
         raise Unsupported(reason)
     return torch.compile(fn, mode=mode)
+
+
+def dynamo_config() -> Any:
+    """torch._dynamo.config where this torch has Dynamo (2.0+; a build without it has no torch.compile either),
+    else None."""
+    try:  # imported here, in a try: Dynamo is optional in a torch build
+        import torch._dynamo as dynamo
+    except ImportError:
+        return None
+    return dynamo.config
 
 
 def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True) -> Any:
@@ -143,36 +142,14 @@ def checkpoint(fn: Callable, *args: Any, preserve_rng_state: bool = True) -> Any
     `use_reentrant` is always passed: torch 2.1+ warns when it is left out, and the reentrant
     variant (the old default) breaks with inputs that need no grad and under torch.compile.
     """
-    import torch.utils.checkpoint
-
     return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=preserve_rng_state)
 
 
-# --- errors ----------------------------------------------------------------------------------
-
-
-def out_of_memory_errors() -> tuple[type, ...]:
-    """The exception classes torch raises when an allocator runs out of memory.
-
-    torch.cuda.OutOfMemoryError exists in every supported release; torch.OutOfMemoryError (also
-    raised by other accelerators) was added later, as the same class or a base of it. Read from
-    an already-imported torch only: classifying an error must not import torch.
-    """
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return ()
-    found = []
-    for owner in (torch, getattr(torch, "cuda", None)):
-        cls = getattr(owner, "OutOfMemoryError", None)
-        if isinstance(cls, type) and cls not in found:
-            found.append(cls)
-    return tuple(found)
+# --- the build ---------------------------------------------------------------------------------
 
 
 def cpu_capability() -> str | None:
     """The CPU kernels torch dispatches to (`AVX512`); torch.backends.cpu arrived in 2.1."""
-    import torch
-
     backend = getattr(torch.backends, "cpu", None)
     getter = getattr(backend, "get_cpu_capability", None)
     return getter() if getter else None

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata as md
 import time
 from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
 
 from backends.torch import compat, profile
 from harness.errors import Unsupported
@@ -21,8 +25,6 @@ def resolve_device(name: str) -> str:
 
     A `cuda:N` that torch does not see is Unsupported (not a crash), naming how many GPUs it sees.
     """
-    import torch
-
     neutral = normalize_device(name)
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if neutral == "auto":
@@ -38,8 +40,6 @@ def resolve_device(name: str) -> str:
 
 def torch_device(neutral: str):
     """The torch.device for a resolved neutral device; on a GPU it also becomes the current device."""
-    import torch
-
     if neutral == "cpu":
         return torch.device("cpu")
     index = gpu_index(neutral)
@@ -49,8 +49,6 @@ def torch_device(neutral: str):
 
 def device_name(device) -> str:
     """What the device is: `NVIDIA H200`, or the CPU's model name."""
-    import torch
-
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return cpu_model() or "cpu"
@@ -58,8 +56,6 @@ def device_name(device) -> str:
 
 def compute_capability(device) -> tuple[int, int] | None:
     """(major, minor) of a CUDA device; None for the CPU."""
-    import torch
-
     if device.type != "cuda":
         return None
     return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
@@ -77,14 +73,10 @@ class CudaClock:
 
     def sync(self) -> None:
         """Wait for all work queued on the device."""
-        import torch
-
         torch.cuda.synchronize(self._device)
 
     def start(self) -> tuple[Any, float]:
         """Synchronize, record the start event, read the wall clock."""
-        import torch
-
         torch.cuda.synchronize(self._device)
         begin = torch.cuda.Event(enable_timing=True)
         begin.record()
@@ -92,8 +84,6 @@ class CudaClock:
 
     def stop(self, token: tuple[Any, float]) -> BlockTime:
         """Record the end event, synchronize, read the wall clock; both times of the region."""
-        import torch
-
         begin, t0 = token
         end = torch.cuda.Event(enable_timing=True)
         end.record()
@@ -109,8 +99,6 @@ def clock_for(device):
 
 def reset_peak_memory(device) -> None:
     """Start the allocator's peak over again (CUDA); the CPU has no allocator peak in torch."""
-    import torch
-
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -118,8 +106,6 @@ def reset_peak_memory(device) -> None:
 
 def peak_allocated_bytes(device) -> int | None:
     """The CUDA caching allocator's peak since reset_peak_memory; None on the CPU (the worker reads RSS)."""
-    import torch
-
     if device.type != "cuda":
         return None
     return int(torch.cuda.max_memory_allocated(device))
@@ -127,16 +113,12 @@ def peak_allocated_bytes(device) -> int | None:
 
 def identity(neutral: str, device) -> dict:
     """The record fields that say where and with what a run ran, the same for every workload."""
-    import torch
-
     return {"device": neutral, "device_name": device_name(device), "framework_version": torch.__version__,
             "env": framework_env(device)}
 
 
 def framework_env(device) -> dict:
     """torch-side environment worth keeping with a result: build versions and the settings in force."""
-    import torch
-
     cudnn = torch.backends.cudnn
     env: dict[str, Any] = {
         "torch": torch.__version__,
@@ -173,8 +155,6 @@ def framework_env(device) -> dict:
 
 def set_threads(cpu_threads: dict) -> dict:
     """Set torch's CPU thread pools where the scenario asks (None: torch's default); the values in force."""
-    import torch
-
     if cpu_threads.get("intra_op"):
         torch.set_num_threads(int(cpu_threads["intra_op"]))
     if cpu_threads.get("inter_op"):
@@ -208,8 +188,6 @@ class TorchDevice(DeviceDefaults):
     def check_build(self) -> list[str]:
         """On a GPU: whether this torch build has kernels it can load (torch.cuda.get_arch_list against the GPU's
         compute capability; Unsupported where it has none, a warning where it compiles them from PTX)."""
-        import torch
-
         if not self.is_cuda:
             return []
         return check_cuda_build(f"torch {torch.__version__}", torch.cuda.get_arch_list(), compute_capability(self.torch),
@@ -237,13 +215,7 @@ class TorchReplicaDevice(TorchDevice):
     """One replica of a data-parallel run: its own device, and torch.distributed's process group joined."""
 
     def __init__(self, name: str, cpu_threads: dict, replica):
-        import datetime
-
-        import torch.distributed as dist
-
         if name == "auto":  # the first GPU if there is one: replica i then takes the i-th from it
-            import torch
-
             name = f"cuda:{replica.local_rank}" if torch.cuda.is_available() and torch.cuda.device_count() else "cpu"
         super().__init__(name, cpu_threads)
         self.replica = replica
@@ -253,8 +225,6 @@ class TorchReplicaDevice(TorchDevice):
 
     def barrier(self) -> None:
         """torch.distributed's barrier of every replica (on this replica's GPU under NCCL)."""
-        import torch.distributed as dist
-
         if self.is_cuda:
             dist.barrier(device_ids=[self.torch.index])
         else:

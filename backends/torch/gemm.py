@@ -6,6 +6,8 @@ allocator both hand a freed block back without a device allocation).
 
 from __future__ import annotations
 
+import torch
+
 from backends.torch import compat
 from backends.torch import precision as precisions
 from harness.errors import Unsupported
@@ -19,15 +21,11 @@ GRAPH_WARMUP = 3
 
 def product(a, b):
     """The timed operation: torch.matmul (batched for 3-D operands), output allocated."""
-    import torch
-
     return torch.matmul(a, b)
 
 
 def prepare(p, device, run) -> Prepared:
     """The operands on the device in the precision's dtype, and a step of one product in the execution mode."""
-    import torch
-
     dev = device.torch
     flags = precisions.apply_tf32(p.precision, dev)
     dtype = precisions.torch_dtype(precisions.GEMM_DTYPE[p.precision])
@@ -83,8 +81,6 @@ def prepare(p, device, run) -> Prepared:
 
 def _capture(work, result: dict):
     """A CUDA graph of one call of `work` (its output kept in result["c"]), captured after warm-up on a side stream."""
-    import torch
-
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

@@ -10,13 +10,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+from functools import partial
 from typing import Any, Callable, Iterator
 
-from harness.timing.profile import GPU_LIBRARY_RULES, Capture, Rules, Span
-
-#: The annotation around the profiled steps: its span in the trace is the window.
-WINDOW = "harness.profiled_steps"
+from harness.timing.profile import (
+    GPU_LIBRARY_RULES,
+    WINDOW,
+    Capture,
+    Rules,
+    Span,
+    TraceProfiler,
+    capture_trace,
+)
 
 #: torch's names first (Inductor's Triton kernels by kind: one kernel fuses several ops; ATen's CUDA
 #: kernels and CPU ops), then the NVIDIA libraries'. docs/profile.md explains each class.
@@ -81,15 +86,6 @@ def spans_of_trace(path: str, gpu: bool) -> tuple[list[Span], tuple[float, float
     return [_span(e) for e in chosen], (low.start_s, low.end_s)
 
 
-def trace_path(trace_dir: str | None) -> tuple[str, tempfile.TemporaryDirectory | None]:
-    """Where the trace is written: in the user's folder (kept), else in a temporary one (removed)."""
-    if trace_dir:
-        os.makedirs(trace_dir, exist_ok=True)
-        return os.path.join(trace_dir, f"torch-trace-{os.getpid()}.json"), None
-    scratch = tempfile.TemporaryDirectory(prefix="harness-profile-")
-    return os.path.join(scratch.name, "trace.json"), scratch
-
-
 #: What a GPU capture says of the Python-side profiler events it leaves out (`launch_events_off`).
 LAUNCH_EVENTS_NOTE = ("torch's Python-side profiler events (a torch.compile step's one per Triton launch) were off in "
                       "the window, as they are when the step is timed; CUPTI records every kernel either way")
@@ -116,16 +112,12 @@ def launch_events_off() -> Iterator[bool]:
         autograd_profiler._set_is_profiler_enabled(before)
 
 
-def capture(step: Callable[[], Any], device, steps: int, trace_dir: str | None) -> Capture:
-    """Run one step, then `steps` steps under torch.profiler inside the window annotation (the device waited
-    for before it closes); the breakdown's capture. Raises where the profiler cannot run."""
-    import torch
+def record(gpu: bool, step: Callable[[], Any], sync: Callable[[], None], steps: int,
+           folder: str) -> tuple[str, list[str]]:
+    """Run `steps` steps under torch.profiler inside the window annotation (the device waited for before it
+    closes) and write its Chrome trace under `folder`; (the trace, notes on the recording)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    gpu = device.type == "cuda"
-    sync = (lambda: torch.cuda.synchronize(device)) if gpu else (lambda: None)
-    step()
-    sync()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
     with profile(activities=activities) as prof:
         # on the CPU the ops are what is recorded, and their annotations stay
@@ -134,16 +126,19 @@ def capture(step: Callable[[], Any], device, steps: int, trace_dir: str | None) 
                 for _ in range(steps):
                     step()
                 sync()
-    path, scratch = trace_path(trace_dir)
-    try:
-        prof.export_chrome_trace(path)
-        spans, window = spans_of_trace(path, gpu)
-    finally:
-        if scratch is not None:
-            scratch.cleanup()
-    if gpu and not spans:
-        raise RuntimeError("torch.profiler saw no CUDA kernel in the profiled steps (is CUPTI missing?)")
+    path = os.path.join(folder, f"torch-trace-{os.getpid()}.json")
+    prof.export_chrome_trace(path)
+    return path, [LAUNCH_EVENTS_NOTE] if turned_off else []
+
+
+def capture(step: Callable[[], Any], device, steps: int, trace_dir: str | None) -> Capture:
+    """Run one step, then `steps` steps under torch.profiler inside the window annotation (the device waited
+    for before it closes); the breakdown's capture. Raises where the profiler cannot run or saw nothing."""
+    import torch
+
+    gpu = device.type == "cuda"
+    sync = (lambda: torch.cuda.synchronize(device)) if gpu else (lambda: None)
     source = "torch.profiler: " + ("CUDA kernels, copies and sets (CUPTI)" if gpu else "outermost aten ops per thread")
-    return Capture(source=source, activity="gpu" if gpu else "cpu", spans=spans, window=window, steps=steps,
-                   rules=TORCH_RULES, trace=None if scratch is not None else path,
-                   notes=[LAUNCH_EVENTS_NOTE] if turned_off else [])
+    profiler = TraceProfiler(name="torch.profiler", source=source, activity="gpu" if gpu else "cpu",
+                             rules=TORCH_RULES, record=partial(record, gpu), read=partial(spans_of_trace, gpu=gpu))
+    return capture_trace(profiler, step, sync, steps, trace_dir)

@@ -1,4 +1,5 @@
-"""`harness list`: bundled scenarios, workloads and backends (installed or not, with versions)."""
+"""`harness list`: bundled scenarios, workloads (with the package each comes from) and backends (installed or not,
+with versions)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import click
 from harness.scenario.bundled import bundled_scenarios
 from harness.scenario.reading import read_scenario_documents
 from harness.seam.backend import BROKEN, available_backends
+from harness.workloads import BROKEN as BROKEN_WORKLOADS
 from harness.workloads import WORKLOADS
 
 
@@ -45,13 +47,15 @@ def command() -> None:
             _echo(f"  {'':<20}   ", _summary(document))
     click.echo("Workloads:")
     for name, workload in WORKLOADS.items():
-        _echo(f"  {name:<20} ", workload.description)
+        _echo(f"  {name:<20} ", f"{workload.description} (from {WORKLOADS.source(name)})")
+    for name, error in BROKEN_WORKLOADS.items():
+        _echo(f"  {name:<20} ", f"failed to load: {error}")
     click.echo("Backends:")
     for name, backend in available_backends().items():
         version = backend.framework_version()
         state = f"installed, {version}" if version else "not installed"
         aliases = f" (also: {', '.join(backend.aliases)})" if backend.aliases else ""
-        workloads = ", ".join(sorted(backend.workloads))
+        workloads = ", ".join(backend.workload_names())
         _echo(f"  {name:<20} ", f"{state}{aliases}; workloads: {workloads}")
     for name, error in BROKEN.items():
         _echo(f"  {name:<20} ", f"failed to load: {error}")

@@ -23,11 +23,15 @@ from harness.errors import InputError, Unsupported
 from harness.seam.adapter import Device, Prepared, RunContext, RunInputs  # noqa: F401 - RunContext: the core and backends import it from here
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
-from harness.workloads import WORKLOADS
+from harness.workloads import WORKLOADS, technique_values
 from harness.workloads.base import DEFAULT_EXECUTION, Params
 from harness.workloads.host_inputs import host_inputs_unsupported_reason
 
 ENTRY_POINT_GROUP = "harness.backends"
+
+#: Refusals more than one framework gives in the same words (Backend.unsupported_reason asks for them by flag).
+TF32_ON_CPU = "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
+CUDA_GRAPH_ON_CPU = "a CUDA graph needs a CUDA GPU; the CPU has none"
 
 
 class NoOptions(BaseModel):
@@ -54,8 +58,22 @@ class Backend:
     install_hint: ClassVar[str] = ""
     #: Workloads this backend runs, each with the neutral technique values it maps.
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {}
-    #: The module holding each workload's `prepare`; imported only inside the worker.
+    #: The module holding each workload's `prepare`, for workloads this backend implements whole (gemm);
+    #: imported only inside the worker.
     modules: ClassVar[dict[str, str]] = {}
+    #: The module of this backend's trainer, whose `prepare(workload, part, params, device, run)` runs any
+    #: training workload (Workload.training) with the workload's model part for this backend; None: none.
+    trainer: ClassVar[str | None] = None
+    #: Model parts this backend carries for training workloads it knows (workload -> "module:ATTR"); a workload's
+    #: own package brings its parts in Workload.parts instead. Imported only inside the worker.
+    parts: ClassVar[dict[str, str]] = {}
+    #: Whether the trainer resolves `execution: default` (what this framework's users train with).
+    trains_by_default: ClassVar[bool] = False
+    #: Execution modes this framework has no equivalent of, each with the reason: `unsupported` for every workload.
+    missing_modes: ClassVar[dict[str, str]] = {}
+    #: (parameter, value) pairs this framework cannot run on the CPU, each with the reason (TF32_ON_CPU,
+    #: CUDA_GRAPH_ON_CPU): `unsupported` for every workload on the CPU.
+    refused_on_cpu: ClassVar[dict[tuple[str, Any], str]] = {}
     #: The backend's own scenario options (`options: {<backend>: {...}}`), validated like every field.
     options_model: ClassVar[type[BaseModel]] = NoOptions
     #: Modules a worker may import before it knows its run (a capacity probe's worker, started while the
@@ -102,20 +120,49 @@ class Backend:
                 parts.append(f"{loc}: {msg} (got {error.get('input')!r}; {self.name} options: {allowed or 'none'})")
             raise ValueError("; ".join(parts)) from None
 
+    def part_target(self, workload: str) -> str | None:
+        """Where this backend's model part of a training workload is ("module:ATTR"): the workload's own package
+        first, else this backend's `parts`; None where there is none (or no trainer to run it)."""
+        known = WORKLOADS.get(workload)
+        if self.trainer is None or known is None or known.training is None:
+            return None
+        return known.parts.get(self.name) or self.parts.get(workload)
+
+    def techniques(self, workload: str) -> dict[str, tuple[Any, ...]] | None:
+        """The technique values this backend maps for a workload; None where it cannot run the workload at all."""
+        if workload in self.workloads:
+            return self.workloads[workload]
+        if self.part_target(workload) is None:
+            return None
+        return technique_values(workload, default_execution=self.trains_by_default)
+
+    def workload_names(self) -> list[str]:
+        """Every registered workload this backend can run (its own and those with a model part for it)."""
+        return sorted(name for name in WORKLOADS if self.techniques(name) is not None)
+
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
         """Why this backend cannot run this combination, decided without importing the framework; else None.
 
         The core asks twice: before a worker starts (device as asked, maybe `auto`) and inside the
         worker once the device is resolved, so a backend states each impossibility here only.
         """
-        if workload not in self.workloads:
-            return f"{self.name} backend has no workload {workload!r} (it has: {', '.join(sorted(self.workloads))})"
-        for key, allowed in self.workloads[workload].items():
+        techniques = self.techniques(workload)
+        if techniques is None:
+            return (f"{self.name} backend has no workload {workload!r}: no model part of it for {self.name} (it has: "
+                    f"{', '.join(self.workload_names())})")
+        for key, allowed in techniques.items():
             if key in params and params[key] not in allowed:
                 if key == "execution" and params[key] == DEFAULT_EXECUTION:
                     return (f"the {self.name} backend does not declare execution: default for {workload} (what its "
                             "framework's users run is each backend's own to resolve; docs/execution.md)")
                 return f"{self.name} backend does not map {key}={params[key]!r} for {workload}"
+        execution = params.get("execution")
+        if execution in self.missing_modes:
+            return self.missing_modes[execution]
+        if device == "cpu":
+            refused = [why for (key, value), why in self.refused_on_cpu.items() if params.get(key) == value]
+            if refused:
+                return refused[0]
         return (host_inputs_unsupported_reason(workload, params)
                 or self.replicas_unsupported_reason(workload, params, device, options))
 
@@ -171,11 +218,17 @@ class Backend:
         raise NotImplementedError(f"the {self.name} backend does not implement open_device")
 
     def prepare(self, workload: str, params: Params, device: Device, run: RunInputs) -> Prepared:
-        """Build the workload's step on the device (model, data, optimizer) and say which APIs it used."""
+        """Build the workload's step on the device (model, data, optimizer) and say which APIs it used: the
+        backend's own module for a workload it implements whole, else its trainer with the workload's model part."""
 
-        if workload not in self.modules:
-            raise Unsupported(f"the {self.name} backend has no workload {workload!r} (it has: {', '.join(sorted(self.modules))})")
-        return importlib.import_module(self.modules[workload]).prepare(params, device, run)
+        if workload in self.modules:
+            return importlib.import_module(self.modules[workload]).prepare(params, device, run)
+        target = self.part_target(workload)
+        if target is None:
+            raise Unsupported(f"the {self.name} backend has no workload {workload!r} (it has: "
+                              f"{', '.join(self.workload_names())})")
+        trainer = importlib.import_module(str(self.trainer))
+        return trainer.prepare(WORKLOADS[workload], _load(target), params, device, run)
 
     def out_of_memory(self, exc: BaseException) -> str | None:
         """Why this exception means the device or host ran out of memory (the evidence), or None."""

@@ -3,7 +3,11 @@
 A backend's device captures a few more steps with its framework's profiler (`Device.profile`) and hands
 back a `Capture`: the spans it saw (GPU kernels on their streams, or on the CPU the framework's top-level
 ops on their threads), the wall-clock window of the profiled steps on the same clock, and its own table
-of `Rules` (kernel or op name -> class). Everything else is written once here:
+of `Rules` (kernel or op name -> class). A profiler that writes a trace file (torch's Chrome trace, the
+XSpace of TensorFlow and JAX: harness.timing.xspace) is driven by `capture_trace`, which runs what they
+share (a warm-up step, the profiled steps inside the WINDOW annotation, the trace kept or removed) around
+the backend's own `TraceProfiler` (how it records, how it reads its trace back). Everything else is
+written once here:
 
 - each instant of the window covered by no span is `idle` (host work, launch and synchronisation gaps);
   it is measured from the timeline, never taken as a remainder;
@@ -19,11 +23,15 @@ docs/profile.md gives the classes, their rules and how to read a breakdown.
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+#: The annotation every backend's profiler puts around the profiled steps: its span on the trace is the window.
+WINDOW = "harness.profiled_steps"
 #: The classes of a breakdown, in display order; `idle` is beside them, never one of them.
 CLASSES = ("conv", "matmul", "norm", "elementwise", "reduce", "layout", "copy", "comm", "other")
 #: A GPU step whose window exceeds its busy time by this factor waits on the host (launch-bound).
@@ -111,6 +119,50 @@ class Capture:
     #: where the framework's raw trace was written, if it was kept
     trace: str | None = None
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TraceProfiler:
+    """A framework's profiler set up for one capture: what differs between torch.profiler, jax.profiler and
+    TensorFlow's, each of which writes a trace file of the profiled steps and reads the spans back from it."""
+
+    #: the profiler's name, in messages (`torch.profiler`)
+    name: str
+    #: the capture's source: the profiler and what its spans are, in words
+    source: str
+    #: `gpu` (device kernels) or `cpu` (the framework's ops on the host's threads)
+    activity: str
+    rules: Rules
+    #: (step, sync, steps, folder): run `steps` calls of the step under the profiler inside the WINDOW annotation,
+    #: the device waited for (sync) before the annotation closes, the trace written under folder; (the trace
+    #: file, notes on the recording for the record)
+    record: Callable[[Callable[[], Any], Callable[[], None], int, str], tuple[str, list[str]]]
+    #: the spans of a trace file the breakdown counts, and the window annotation's (start, end) in seconds;
+    #: ValueError where the trace has no window
+    read: Callable[[str], tuple[list[Span], tuple[float, float]]]
+
+
+def capture_trace(profiler: TraceProfiler, step: Callable[[], Any], sync: Callable[[], None], steps: int,
+                  trace_dir: str | None) -> Capture:
+    """One step unprofiled (the profiler's warm-up), then `steps` under the profiler; the breakdown's capture.
+    The trace is kept in `trace_dir` where given, else written in a scratch folder removed here. Raises where
+    the profiler cannot run or saw nothing."""
+    step()
+    sync()
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
+    scratch = None if trace_dir else tempfile.TemporaryDirectory(prefix="harness-profile-")
+    try:
+        path, notes = profiler.record(step, sync, steps, trace_dir or scratch.name)
+        spans, window = profiler.read(path)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    if not spans:
+        raise RuntimeError(f"{profiler.name} saw nothing in the profiled steps ({profiler.source})"
+                           + ("; is CUPTI missing?" if profiler.activity == "gpu" else ""))
+    return Capture(source=profiler.source, activity=profiler.activity, spans=spans, window=window, steps=steps,
+                   rules=profiler.rules, trace=None if scratch is not None else path, notes=list(notes))
 
 
 def covered_shares(spans: list[Span], window: tuple[float, float]) -> list[float]:

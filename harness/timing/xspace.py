@@ -12,11 +12,10 @@ from __future__ import annotations
 import glob
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness.timing.profile import Capture, Rules, Span
+from harness.timing.profile import Capture, Rules, Span, TraceProfiler, capture_trace
 
 #: The host plane and a GPU's device plane, as the XSpace format names them.
 HOST_PLANE = "/host:CPU"
@@ -95,24 +94,19 @@ class XSpaceProfiler:
 
 def capture(profiler: XSpaceProfiler, step: Callable[[], Any], sync: Callable[[], None], gpu_index: int | None,
             steps: int, trace_dir: str | None) -> Capture:
-    """One step, then `steps` under the profiler; the breakdown's capture (GPU `gpu_index`'s streams, or the
-    host's op events where it is None). The trace is kept in `trace_dir` where given, else in a scratch folder
-    removed here. Raises where the profiler cannot run or saw nothing."""
-    step()
-    sync()
-    scratch = None if trace_dir else tempfile.TemporaryDirectory(prefix="harness-profile-")
-    try:
-        path = profiler.profiled(step, sync, steps, trace_dir or scratch.name)
+    """One step, then `steps` under the profiler (harness.timing.profile.capture_trace); the breakdown's capture
+    (GPU `gpu_index`'s streams, or the host's op events where it is None). Raises where the profiler cannot run
+    or saw nothing."""
+
+    def read(path: str) -> tuple[list[Span], tuple[float, float]]:
         events = profiler.read(path)
-    finally:
-        if scratch is not None:
-            scratch.cleanup()
-    spans = gpu_spans(events, gpu_index) if gpu_index is not None else host_op_spans(events)
-    if not spans:
-        where = f"GPU {gpu_index}'s streams (is CUPTI missing?)" if gpu_index is not None else "the host's threads"
-        raise RuntimeError(f"{profiler.name} saw no kernel or op on {where}")
-    source = f"{profiler.name} (XSpace): " + ("GPU stream kernels, copies and sets" if gpu_index is not None
-                                               else profiler.host_ops)
-    return Capture(source=source, activity="cpu" if gpu_index is None else "gpu", spans=spans,
-                   window=window_of(events, profiler.window), steps=steps, rules=profiler.rules,
-                   trace=None if scratch is not None else path)
+        spans = gpu_spans(events, gpu_index) if gpu_index is not None else host_op_spans(events)
+        return spans, window_of(events, profiler.window)
+
+    gpu = gpu_index is not None
+    return capture_trace(TraceProfiler(
+        name=profiler.name,
+        source=f"{profiler.name} (XSpace): " + ("GPU stream kernels, copies and sets" if gpu else profiler.host_ops),
+        activity="gpu" if gpu else "cpu", rules=profiler.rules,
+        record=lambda step, sync, steps, folder: (profiler.profiled(step, sync, steps, folder), []), read=read,
+    ), step, sync, steps, trace_dir)

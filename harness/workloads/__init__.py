@@ -1,20 +1,16 @@
-"""Framework-neutral workloads: their parameters, headline metric, FLOP count and input data.
+"""Framework-neutral workloads: their parameters, headline metric, FLOP count and seeded inputs, written once.
 
-Each backend implements the same workload names; what is written here is written once for all.
+A workload is a plugin like a backend (harness.workloads.registry): the bundled GEMM and ResNet-50 and any
+package's `harness.workloads` entry point register alike. A training workload's model is built per framework by
+its part (harness.workloads.training.ModelPart); each backend's trainer runs it.
 """
 
 from __future__ import annotations
 
+import typing
+
 from harness.workloads.base import DEFAULT_EXECUTION, Workload
-from harness.workloads.gemm import GEMM
-from harness.workloads.resnet50_train import RESNET50_TRAIN
-
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (GEMM, RESNET50_TRAIN)}
-
-
-def get_workload(name: str) -> Workload:
-    """The workload registered under `name`; KeyError if none."""
-    return WORKLOADS[name]
+from harness.workloads.registry import BROKEN, WORKLOADS, get_workload
 
 
 def technique_values(name: str, *, default_execution: bool = False) -> dict[str, tuple]:
@@ -22,8 +18,6 @@ def technique_values(name: str, *, default_execution: bool = False) -> dict[str,
     that maps them all declares (`Backend.workloads`). `execution: default` is in only with
     `default_execution`: it means "what this framework's users run", which each backend resolves itself, so
     a backend (or plugin) that says nothing about it answers `unsupported` instead of guessing."""
-    import typing
-
     workload = WORKLOADS[name]
     fields = workload.params_model.model_fields
     values = {key: typing.get_args(fields[key].annotation) for key in workload.technique_baselines}
@@ -32,4 +26,4 @@ def technique_values(name: str, *, default_execution: bool = False) -> dict[str,
     return values
 
 
-__all__ = ["WORKLOADS", "Workload", "get_workload", "technique_values"]
+__all__ = ["BROKEN", "WORKLOADS", "Workload", "get_workload", "technique_values"]

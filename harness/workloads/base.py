@@ -65,6 +65,13 @@ class Workload:
     #: state, from the validated params (an input pipeline's buffers allocated and reused once): the worker
     #: warms up for at least this many, whatever `measure.warmup` says, and the record says so.
     warmup_floor: Callable[[Any], int] = lambda params: 0
+    #: A training workload's neutral half (a harness.workloads.training.Training: inputs, optimizer, loss), which
+    #: every backend's trainer runs with a model part; None for a workload each backend implements whole (gemm).
+    training: Any = None
+    #: Where this workload's package keeps its model part for each framework (backend name -> "module:ATTR", a
+    #: harness.workloads.training.ModelPart); a backend may also carry parts for workloads it knows
+    #: (Backend.parts). Imported only in a worker.
+    parts: dict[str, str] = field(default_factory=dict)
 
     def replicas(self, params) -> int:
         """How many data-parallel replicas these params ask for (1 for a workload without them)."""

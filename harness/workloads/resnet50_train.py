@@ -16,6 +16,8 @@ import numpy as np
 from pydantic import Field, StrictInt
 
 from harness.workloads.base import Execution, Params, Workload
+from harness.workloads.host_inputs import host_warmup_floor
+from harness.workloads.training import OptimizerSpec, Training, training_verdict
 
 #: Trainable parameters of each model at 1000 classes (torchvision resnet50; keras ResNet50).
 MODEL_PARAMETERS = {"resnet50": 25_557_032, "keras_resnet50_v1": 25_583_592}
@@ -43,7 +45,7 @@ class ResNet50Params(Params):
     #: the headline counts every replica's images (global images/s). Strict: `true` or "2" is refused.
     replicas: StrictInt = Field(1, ge=1, le=1024)
     #: Where the step's batches come from (docs/workloads.md): `device`, one synthetic batch resident on the
-    #: device; `host`, HOST_BATCHES distinct batches in host memory fed through the framework's own input
+    #: device; `host`, harness.workloads.host_inputs.HOST_BATCHES distinct batches in host memory fed through the framework's own input
     #: pipeline, one batch copied to the device per step.
     inputs: Literal["device", "host"] = "device"
 
@@ -117,33 +119,6 @@ def _peak_precision(p: ResNet50Params) -> str:
     return {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16"}[p.precision]
 
 
-def training_verdict(checks: dict, p: ResNet50Params) -> tuple[str | None, str | None]:
-    """`diverged` for a non-finite loss, `failed` for a model with the wrong parameter count."""
-    import math
-
-    first, last = checks.get("loss_first"), checks.get("loss_last")
-    if first is not None and last is not None and not (math.isfinite(first) and math.isfinite(last)):
-        return "diverged", f"non-finite loss: loss_first={first}, loss_last={last}"
-    count, expected = checks.get("model_parameters"), parameter_count(p.num_classes, p.model)
-    if count is not None and count != expected:
-        return "failed", f"wrong model: {count:,} trainable parameters, expected {expected:,} for {p.model}"
-    return None, None
-
-
-#: Distinct batches a host dataset holds (`inputs: host`, harness.workloads.host_inputs). Four: each step
-#: reads a batch that the step before did not (no cache or allocator can keep "the" batch hot), and at batch
-#: 256 and 224 px (154 MB a batch in float32) the dataset stays at 616 MB of host memory, plus what a
-#: pipeline keeps in flight.
-HOST_BATCHES = 4
-
-
-def _warmup_floor(p) -> int:
-    """Under inputs: host, two passes of the host dataset before timing: a pipeline allocates its buffers
-    (pinned host memory, staging copies) on the first pass and reuses them from the second, and on the H200
-    the first timed blocks after two warm-up steps still ran 10-50% slower. Nothing under inputs: device."""
-    return 2 * HOST_BATCHES if getattr(p, "inputs", "device") == "host" else 0
-
-
 RESNET50_TRAIN = Workload(
     name="resnet50_train",
     description=("ResNet-50 v1.5 training step (SGD with momentum) on synthetic data, on the device or fed from "
@@ -155,7 +130,7 @@ RESNET50_TRAIN = Workload(
     flops_per_step=lambda p: train_flops_per_image(p.image_size, p.num_classes) * p.batch_size * p.grad_accum * p.replicas,
     items_per_step=lambda p: float(p.batch_size * p.grad_accum * p.replicas),
     peak_precision=_peak_precision,
-    verdict=training_verdict,
+    verdict=training_verdict(lambda p: parameter_count(p.num_classes, p.model), model=lambda p: p.model),
     technique_baselines={"precision": "fp32", "execution": "eager", "recompute": "none",
                          "memory_format": "channels_first", "inputs": "device"},
     x_param="batch_size",
@@ -165,5 +140,11 @@ RESNET50_TRAIN = Workload(
     quiet_defaults={"replicas": 1, "inputs": "device"},
     # the stem's 64 x H/2 x W/2 activation (layer1's output, 256 x H/4 x W/4, is as large)
     largest_tensor_per_item=lambda p: 64 * _conv_out(p.image_size, 7, 2, 3) ** 2,
-    warmup_floor=_warmup_floor,
+    warmup_floor=host_warmup_floor,
+    training=Training(
+        batch=synthetic_batch,
+        optimizer=lambda p: OptimizerSpec("sgd", lr=p.lr, momentum=p.momentum),
+        parameters=lambda p: parameter_count(p.num_classes, p.model),
+        images=True,
+    ),
 )

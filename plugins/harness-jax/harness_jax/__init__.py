@@ -1,8 +1,10 @@
 """The JAX backend of harness (entry point `jax` in the `harness.backends` group), a separately installed plugin.
 
-Importing this package imports neither JAX nor Flax nor Optax: they are imported in `open_device` and
-`prepare`, which run only in a worker process. Everything the core asks before a worker starts (names,
-versions, techniques, what cannot run) is answered here from declarations and package metadata.
+This package holds the declarations only, and imports neither JAX nor Flax nor Optax: everything the core asks
+before a worker starts (names, versions, techniques, what cannot run) is answered here from declarations and
+package metadata. The worker-side modules (device, gemm, train, step, precision, inputs, resnet50, profile)
+import JAX at their top like any import: only a worker ever imports them, through `open_device`, `modules`,
+`trainer` and `parts`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ from typing import Any, ClassVar
 
 from harness.errors import allocation_failure
 from harness.seam.adapter import Device
-from harness.seam.backend import Backend
+from harness.seam.backend import TF32_ON_CPU, Backend
 from harness.workloads import technique_values
 
-TF32_ON_CPU = "TF32 is a tensor-core format of NVIDIA Ampere and newer GPUs; the CPU has none"
 NO_GRAPH_MODE = (
     "JAX has no `graph` mode: a traced step (a jaxpr) is only ever run by compiling it with XLA (jax.jit, which "
     "is execution: compiled); JAX has no executor that runs a traced graph kernel by kernel without compiling "
@@ -48,30 +49,28 @@ OOM_MESSAGES = (
 
 
 class JaxBackend(Backend):
-    """JAX with Flax (linen) and Optax: gemm and resnet50_train on the CPU and CUDA GPUs."""
+    """JAX with Flax (linen) and Optax: gemm, and every training workload with a Flax part, on the CPU and CUDA GPUs."""
 
     name: ClassVar[str] = "jax"
     distributions: ClassVar[tuple[str, ...]] = ("jax",)
     install_hint: ClassVar[str] = "pip install -e plugins/harness-jax (pulls jax, jaxlib, flax, optax)"
-    #: every technique value of both workloads (harness.workloads declares them); `execution: default` for
-    #: resnet50_train only (a single matrix product has no training path to follow: docs/execution.md)
-    workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {
-        name: technique_values(name, default_execution=name == "resnet50_train") for name in ("gemm", "resnet50_train")
-    }
-    modules: ClassVar[dict[str, str]] = {"gemm": "harness_jax.gemm", "resnet50_train": "harness_jax.resnet50_train"}
+    #: every technique value of gemm (harness.workloads declares them), without `execution: default` (a single
+    #: matrix product has no training path to follow: docs/execution.md); a training workload's are derived
+    #: (Backend.techniques), `default` included: the trainer resolves it
+    workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {"gemm": technique_values("gemm")}
+    modules: ClassVar[dict[str, str]] = {"gemm": "harness_jax.gemm"}
+    trainer: ClassVar[str | None] = "harness_jax.train"
+    parts: ClassVar[dict[str, str]] = {"resnet50_train": "harness_jax.resnet50:PART"}
+    trains_by_default: ClassVar[bool] = True
+    missing_modes: ClassVar[dict[str, str]] = {"graph": NO_GRAPH_MODE, "cuda_graph": NO_CUDA_GRAPH}
+    refused_on_cpu: ClassVar[dict[tuple[str, Any], str]] = {("precision", "tf32"): TF32_ON_CPU}
 
     def unsupported_reason(self, workload: str, params: dict, device: str, options: dict | None = None) -> str | None:
-        """Every combination JAX cannot run, known before it is imported (asked again once `auto` is resolved)."""
+        """Every combination JAX cannot run, known before it is imported (asked again once `auto` is resolved):
+        the base class's (techniques, modes JAX lacks, TF32 on the CPU), and Keras's ResNet-50 v1."""
         reason = super().unsupported_reason(workload, params, device, options)
         if reason:
             return reason
-        execution = params.get("execution")
-        if execution == "graph":
-            return NO_GRAPH_MODE
-        if execution == "cuda_graph":
-            return NO_CUDA_GRAPH
-        if device == "cpu" and params.get("precision") == "tf32":
-            return TF32_ON_CPU
         if workload == "resnet50_train" and params.get("model") == "keras_resnet50_v1":
             return KERAS_V1_ON_JAX
         return None
@@ -96,7 +95,7 @@ class JaxBackend(Backend):
 
     def open_device(self, device: str, cpu_threads: dict) -> Device:
         """Import JAX, size its CPU pool where asked, and resolve the device (`auto`: the first GPU, else the CPU)."""
-        # the worker's side, which imports this module's messages back
+        # the worker's side: it imports JAX at its top (and this module's messages back)
         from harness_jax.device import JaxDevice
 
         return JaxDevice(device, cpu_threads)
@@ -106,4 +105,4 @@ class JaxBackend(Backend):
         return allocation_failure(exc, (), OOM_MESSAGES)  # jit re-raises with the original as the cause
 
 
-__all__ = ["JaxBackend"]
+__all__ = ["EAGER_TRAINING", "NO_CUDA_GRAPH", "NO_GRAPH_MODE", "TF32_ON_CPU", "JaxBackend"]

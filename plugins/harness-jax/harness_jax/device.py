@@ -12,6 +12,8 @@ import importlib.metadata as md
 import os
 from typing import Any, Callable
 
+import jax
+
 from harness.errors import Unsupported
 from harness.machine.devices import gpu_index, normalize_device
 from harness.machine.env import cpu_model
@@ -42,8 +44,6 @@ JAXLIB_MIN_CAPABILITY = (5, 2)
 
 def gpus() -> list:
     """The GPUs JAX sees ([] when its CUDA plugin is absent or finds none)."""
-    import jax
-
     try:
         return list(jax.devices("gpu"))
     except RuntimeError:  # "Unknown backend: 'gpu' requested, but no platforms ... are present"
@@ -55,8 +55,6 @@ def resolve(name: str) -> tuple[str, Any]:
 
     A `cuda:N` JAX does not see is Unsupported (not a crash), naming how many GPUs it sees.
     """
-    import jax
-
     neutral = normalize_device(name)
     found = gpus()
     if neutral == "auto":
@@ -114,8 +112,6 @@ def set_matmul_precision(precision: str, device) -> str:
     else: "highest", so fp32 never silently rounds to TF32 (XLA's default precision on a GPU does) and
     the float32 parts of mixed precision (the classifier, the loss) stay float32.
     """
-    import jax
-
     if precision == "tf32":
         if device.platform == "cpu":
             raise Unsupported(TF32_ON_CPU)
@@ -143,10 +139,9 @@ def versions() -> dict:
 
 def environment(device) -> dict:
     """The framework side of the record's `env`: versions, XLA's platform, settings in force, variables."""
-    import jax
-
     env: dict[str, Any] = {"jax": jax.__version__, **versions()}
     try:
+        # jax.extend's backend API moved between releases: informative only, so tried here
         from jax.extend.backend import get_backend
 
         backend = get_backend(device.platform)
@@ -202,22 +197,16 @@ class JaxDevice(DeviceDefaults):
     def sync(self) -> None:
         """Wait until the last step handed to `hold` has finished on the device."""
         if self._outputs is not None:
-            import jax
-
             jax.block_until_ready(self._outputs)
 
     def put(self, array):
         """A host array on this device (committed: computations on it run here)."""
-        import jax
-
         return jax.device_put(array, self.jax)
 
     # --- harness.seam.adapter.Device -------------------------------------------------------------------
 
     def identity(self) -> dict:
         """The device's identity fields, the thread settings in force among its `env`."""
-        import jax
-
         env = environment(self.jax)
         env["threads"] = self.threads
         return {"device": self.neutral, "device_name": device_name(self.jax), "framework_version": jax.__version__,
@@ -229,8 +218,6 @@ class JaxDevice(DeviceDefaults):
 
     def scope(self):
         """Arrays created without a device (parameter init, constants) land on this device."""
-        import jax
-
         return jax.default_device(self.jax)
 
     def reset_peak(self) -> None:

@@ -6,6 +6,8 @@ backends do; the check reads them back as multiplied.
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from harness.seam.adapter import Prepared
@@ -19,16 +21,11 @@ DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bflo
 
 def product(a, b):
     """The timed operation: one matrix product (batched when the operands are 3-D), output allocated."""
-    import jax.numpy as jnp
-
     return jnp.matmul(a, b)
 
 
 def prepare(p, device, run) -> Prepared:
     """The operands on the device in the precision's dtype, and a step of one product in the execution mode."""
-    import jax
-    import jax.numpy as jnp
-
     dtype = DTYPES[p.precision]
     api = {"precision": f"{dtype} operands; " + set_matmul_precision(p.precision, device.jax)}
     a_host, b_host = gemm_inputs(p, run.seed)

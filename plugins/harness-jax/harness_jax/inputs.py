@@ -1,31 +1,84 @@
-"""resnet50_train's `inputs: host` on JAX: the host batches put on the device one step ahead.
+"""Where each training step's batch comes from on JAX, for any training workload (its Training.batch).
 
-What a JAX user's loop does with an in-memory dataset (Flax's examples' prefetch_to_device): before
-the step on batch i is dispatched, jax.device_put of batch i+1 is issued, so its copy overlaps the
-step; the step consumes the batch put during the step before. Images are in the model's layout
-(transposed to NHWC on the host under channels_last, as `inputs: device` does), labels int32 (JAX
-without x64).
+`inputs: device`: one batch drawn from the seed, put on the device once and read by every step. `inputs: host`:
+what a JAX user's loop does with an in-memory dataset (Flax's examples' prefetch_to_device): before the step on
+batch i is dispatched, jax.device_put of batch i+1 is issued, so its copy overlaps the step; the step consumes
+the batch put during the step before. An image workload's images are in the model's layout (transposed to NHWC
+on the host under channels_last); labels are int32 (JAX keeps 64-bit integers only with jax_enable_x64, which
+would change every default dtype).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable
 
+import jax
 import numpy as np
 
 from harness.seam.adapter import RunInputs
+from harness.workloads.base import fingerprint
 from harness.workloads.host_inputs import (
-    HostFeed,
+    DEVICE_API,
     batch_bytes,
     dataset_fingerprint,
     host_batches,
     pipeline_api,
 )
+from harness.workloads.training import Training
 
 #: Batches put on the device ahead of the step that consumes them.
 AHEAD = 1
+
+
+@dataclass(frozen=True)
+class Feed:
+    """A training run's inputs: `next()` gives the (features, labels) a step consumes."""
+
+    next: Callable[[], tuple[Any, Any]]
+    #: what reached the device, read back and hashed in the neutral layout; None for a host feed's capacity probe
+    fingerprint: str | None
+    #: the record's api.inputs and api.data
+    api: str
+    data: str
+    #: bytes one step copies from host to device (0: none)
+    bytes_per_step: int
+    #: the shape and dtype of one item's features (a batch of one), from which the model is initialised
+    example: jax.ShapeDtypeStruct
+
+
+def _example(features: np.ndarray) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct((1, *features.shape[1:]), features.dtype)
+
+
+def build_feed(training: Training, p, device, run: RunInputs, channels_last: bool) -> Feed:
+    """The run's feed: the host dataset under `inputs: host`, else one batch resident on the device."""
+    if getattr(p, "inputs", "device") == "host":
+        return host_feed(training, p, device, run, channels_last)
+    return device_feed(training, p, device, run, channels_last)
+
+
+def device_feed(training: Training, p, device, run: RunInputs, channels_last: bool) -> Feed:
+    """One batch from the seed on the device, reused by every step; its fingerprint read back from the device."""
+    features_host, labels_host = training.batch(p, run.seed, channels_last=channels_last, probe=run.probe)
+    example = _example(features_host)
+    features = device.put(features_host)
+    labels = device.put(labels_host.astype(np.int32))
+    del features_host, labels_host
+    # what reached the device, read back in the neutral layout (NCHW images, int64 labels): equal on two backends
+    # means equal inputs
+    back = np.asarray(features)
+    if channels_last:
+        back = back.transpose(0, 3, 1, 2)
+    inputs_fingerprint = fingerprint(back, np.asarray(labels).astype(np.int64))
+    del back
+    kind = "images" if training.images else "features"
+    data = (f"{kind} {example.dtype} and labels int32 (JAX without x64) resident on the device, "
+            "jax.device_put once")
+    return Feed(next=lambda: (features, labels), fingerprint=inputs_fingerprint, api=DEVICE_API, data=data,
+                bytes_per_step=0, example=example)
 
 
 def prefetched(put: Callable[[Any], Any], batches: list) -> Callable[[], tuple[Any, Any]]:
@@ -40,18 +93,18 @@ def prefetched(put: Callable[[Any], Any], batches: list) -> Callable[[], tuple[A
     return take
 
 
-def host_feed(p, device, run: RunInputs, layout: str) -> HostFeed:
-    """The host dataset in the model's `layout` with int32 labels, fed by prefetched jax.device_put."""
-    channels_last = layout == "NHWC"
-    batches = [(x, y.astype(np.int32)) for x, y in host_batches(p, run.seed, channels_last=channels_last,
-                                                                 probe=run.probe)]
+def host_feed(training: Training, p, device, run: RunInputs, channels_last: bool) -> Feed:
+    """The host dataset in the model's layout with int32 labels, fed by prefetched jax.device_put."""
+    batches = [(x, y.astype(np.int32)) for x, y in host_batches(training.batch, p, run.seed,
+                                                                 channels_last=channels_last, probe=run.probe)]
     nbytes = batch_bytes(*batches[0])
-    fingerprint = None
+    inputs_fingerprint = None
     if not run.probe:
         check = prefetched(device.put, batches)
-        fingerprint = dataset_fingerprint(lambda: tuple(np.asarray(a) for a in check()), channels_last)
+        inputs_fingerprint = dataset_fingerprint(lambda: tuple(np.asarray(a) for a in check()), channels_last)
     described = f"jax.device_put of the next batch issued {AHEAD} step ahead (prefetch), labels int32"
     if not device.is_gpu:
         described += " (on the CPU the copy stays in host memory)"
-    return HostFeed(next=prefetched(device.put, batches), fingerprint=fingerprint,
-                    api=pipeline_api(described, nbytes), bytes_per_step=nbytes)
+    api = pipeline_api(described, nbytes)
+    return Feed(next=prefetched(device.put, batches), fingerprint=inputs_fingerprint, api=api, data=api,
+                bytes_per_step=nbytes, example=_example(batches[0][0]))

@@ -1,35 +1,23 @@
 """jax.profiler for the profile breakdown (harness.timing.profile): a few steps after the timed blocks under
-jax.profiler's trace, its XSpace read with JAX's own `ProfileData` (harness.timing.xspace chooses the spans).
+jax.profiler's trace, its XSpace read with JAX's own `ProfileData` (harness.timing.xspace chooses the spans,
+harness.timing.profile.capture_trace runs the capture).
 
 On a GPU the spans are the kernels, copies and sets of the GPU's streams; on the CPU, XLA's HLO ops (the
-events carrying an `hlo_op` stat) on the host's threads, named by their op.
+events carrying an `hlo_op` stat) on the host's threads, named by their op. The table of classes is
+harness_jax.rules.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+import jax
+from jax.profiler import ProfileData
+
 from harness.timing import xspace
-from harness.timing.profile import GPU_LIBRARY_RULES, Capture, Rules
+from harness.timing.profile import WINDOW, Capture
 from harness.timing.xspace import XEvent, XSpaceProfiler, newest_xspace
-
-#: The annotation around the profiled steps: its span on the host plane is the window.
-WINDOW = "harness.profiled_steps"
-
-#: XLA's names first: fusions by their kind (a loop fusion is elementwise, an input fusion a reduction, as
-#: one kernel fuses several HLO ops), then HLO ops, then the NVIDIA libraries'.
-JAX_RULES = Rules([
-    ("comm", r"nccl|all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all"),
-    ("copy", r"^copy-(start|done)|memcpy"),
-    ("layout", r"transpose|copy\w*_fusion|^copy(\.\d+)?$"),
-    ("matmul", r"^gemm_fusion|triton_gemm|^cublas|^dot(\.\d+)?$|dot_fusion"),
-    ("conv", r"^convolution|cudnn\$?conv|conv_fusion"),
-    ("reduce", r"^input_\w*fusion|reduce|reduction"),
-    ("elementwise", r"^loop_\w*fusion|^fusion(\.\d+|_\d+)?$|_fusion(\.\d+|_\d+)?$|^wrapped_|ynn_fusion|"
-                    r"^(add|multiply|subtract|divide|maximum|minimum|exponential|rsqrt|sqrt|select|convert|negate|"
-                    r"compare)(\.\d+)?$"),
-    *GPU_LIBRARY_RULES,
-])
+from harness_jax.rules import JAX_RULES
 
 
 def _kind(event) -> str:
@@ -42,11 +30,9 @@ def _kind(event) -> str:
 
 def read_xspace(path: str) -> list[XEvent]:
     """Every event of an `.xplane.pb` file through jax.profiler.ProfileData, starts in ns."""
-    from jax.profiler import ProfileData
-
     out = []
     for plane in ProfileData.from_file(path).planes:
-        host = plane.name == "/host:CPU"
+        host = plane.name == xspace.HOST_PLANE
         for line in plane.lines:
             for event in line.events:
                 out.append(XEvent(plane.name, line.name, event.name, float(event.start_ns), float(event.duration_ns),
@@ -57,8 +43,6 @@ def read_xspace(path: str) -> list[XEvent]:
 def profiled(step: Callable[[], Any], sync: Callable[[], None], steps: int, logdir: str) -> str:
     """Run `steps` steps under jax.profiler inside the window annotation, the device waited for before it
     closes; the XSpace file it wrote."""
-    import jax
-
     jax.profiler.start_trace(logdir)
     try:
         with jax.profiler.TraceAnnotation(WINDOW):

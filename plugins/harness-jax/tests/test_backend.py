@@ -20,6 +20,7 @@ from harness_jax import NO_CUDA_GRAPH, NO_GRAPH_MODE, TF32_ON_CPU, JaxBackend  #
 def test_importing_the_backend_imports_no_framework():
     code = (
         "import sys, harness_jax as b; b.JaxBackend().unsupported_reason('gemm', {}, 'cpu'); "
+        "b.JaxBackend().unsupported_reason('resnet50_train', {'execution': 'default'}, 'cpu'); "
         "bad = [m for m in ('jax', 'jaxlib', 'flax', 'optax', 'torch', 'tensorflow') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -42,7 +43,10 @@ def test_declares_every_neutral_technique():
     backend = JaxBackend()
     assert backend.name == "jax"
     assert backend.workloads["gemm"]["precision"] == ("fp32", "tf32", "fp16", "bf16")
-    training = backend.workloads["resnet50_train"]
+    # a training workload's techniques are derived from its part, which the backend carries for ResNet-50
+    assert "resnet50_train" not in backend.workloads
+    assert backend.part_target("resnet50_train") == "harness_jax.resnet50:PART"
+    training = backend.techniques("resnet50_train")
     assert training["precision"] == ("fp32", "tf32", "amp_fp16", "amp_bf16")
     assert training["memory_format"] == ("channels_first", "channels_last")
     assert training["recompute"] == ("none", "blocks")

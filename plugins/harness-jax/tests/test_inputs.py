@@ -13,7 +13,7 @@ from harness.workloads.host_inputs import (  # noqa: E402
     dataset_fingerprint,
     host_batches,
 )
-from harness.workloads.resnet50_train import ResNet50Params  # noqa: E402
+from harness.workloads.resnet50_train import ResNet50Params, synthetic_batch  # noqa: E402
 from harness_jax import JaxBackend  # noqa: E402
 from harness_jax.inputs import prefetched  # noqa: E402
 
@@ -25,7 +25,7 @@ def test_the_compiled_step_reads_the_seeds_host_dataset_one_batch_a_step():
     # tiny model's loss on the four host batches turns NaN within 7 steps, where it stayed finite on CPUs without
     # it; the record then says `diverged` with every figure kept. Not yet explained.
     assert record["status"] in ("ok", "diverged"), record.get("error")
-    batches = iter(host_batches(ResNet50Params(**TINY_RESNET), 0))
+    batches = iter(host_batches(synthetic_batch, ResNet50Params(**TINY_RESNET), 0))
     # the same fingerprint torch's DataLoader and TensorFlow's tf.data give (tests/test_host_inputs.py)
     assert record["checks"]["inputs_fingerprint"] == dataset_fingerprint(lambda: next(batches), channels_last=False)
     # float32 images and int32 labels: JAX keeps no 64-bit integers without x64

@@ -18,24 +18,45 @@ from conftest import PLUGIN, ROOT  # noqa: E402
 from harness.workloads.resnet50_train import parameter_count  # noqa: E402
 
 
-@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("num_classes", [1000, 10])
-def test_the_flax_build_has_torchvisions_trainable_parameter_count(layout, num_classes):
+def build(num_classes: int, layout: str, recompute: bool = False):
+    """The backend's ResNet-50 part built as the trainer builds it: (module, BuildContext)."""
+    import flax.linen as nn
+
+    from harness.workloads.resnet50_train import ResNet50Params
+    from harness.workloads.training import BuildContext
+    from harness_jax.resnet50 import PART
+
+    ctx = BuildContext(seed=0, framework=nn, layout="channels_last" if layout == "NHWC" else "channels_first",
+                       recompute=nn.remat if recompute else (lambda block: block))
+    return PART.build(ResNet50Params(num_classes=num_classes), ctx), ctx
+
+
+def shapes(net, layout: str, image_size: int = 32):
+    """(params, batch_stats) of the module as the trainer initialises it, shapes only (jax.eval_shape)."""
     import jax
     import jax.numpy as jnp
 
-    from harness_jax import model as resnet
+    from harness_jax.train import init_variables
 
-    net = resnet.ResNet50(num_classes, layout, jnp.float32, recompute=False, train=True)
-    # shapes only (jax.eval_shape): nothing is computed
-    shapes = jax.eval_shape(lambda: resnet.init(net, 32, 0))
-    params, stats = shapes
-    assert resnet.parameter_count(params) == parameter_count(num_classes)
+    shape = (1, image_size, image_size, 3) if layout == "NHWC" else (1, 3, image_size, image_size)
+    params, state = jax.eval_shape(lambda: init_variables(net, jax.ShapeDtypeStruct(shape, jnp.float32), 0))
+    return params, state["batch_stats"]
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("num_classes", [1000, 10])
+def test_the_flax_build_has_torchvisions_trainable_parameter_count(layout, num_classes):
+    from harness_jax.resnet50 import block_count
+    from harness_jax.train import parameter_count as count
+
+    net, ctx = build(num_classes, layout)
+    params, stats = shapes(net, layout)  # nothing is computed
+    assert count(params) == parameter_count(num_classes)
     if num_classes == 1000:
-        assert resnet.parameter_count(params) == 25_557_032
+        assert count(params) == 25_557_032
     # BatchNorm's running statistics are state, not trainable: 53,120 of them, as torchvision's buffers
-    assert resnet.parameter_count(stats) == 53_120
-    assert sum(1 for name in params if name.startswith("layer")) == resnet.block_count() == 16
+    assert count(stats) == 53_120
+    assert sum(1 for name in params if name.startswith("layer")) == block_count() == ctx.blocks == 16
 
 
 def test_recompute_blocks_puts_each_bottleneck_under_jax_checkpoint():
@@ -43,11 +64,9 @@ def test_recompute_blocks_puts_each_bottleneck_under_jax_checkpoint():
     import jax.numpy as jnp
     import optax
 
-    from harness_jax import model as resnet
-
     def checkpoints(recompute: bool) -> int:
-        net = resnet.ResNet50(10, "NHWC", jnp.float32, recompute=recompute, train=True)
-        params, stats = jax.eval_shape(lambda: resnet.init(net, 32, 0))
+        net, _ = build(10, "NHWC", recompute)
+        params, stats = shapes(net, "NHWC")
         images = jnp.zeros((2, 32, 32, 3))
 
         def loss(p, s):
@@ -83,15 +102,14 @@ def max_logit_difference_from_torchvision(layout: str, image_size: int = 64) -> 
         expected = reference(torch.from_numpy(images)).numpy()
 
     import jax
-    import jax.numpy as jnp
 
-    from harness_jax import model as resnet
+    from harness_jax.resnet50 import from_torchvision
 
     jax.config.update("jax_default_matmul_precision", "highest")  # as the backend sets it for fp32
-    params, stats = resnet.from_torchvision(weights)
-    net = resnet.ResNet50(1000, layout, jnp.float32, recompute=False, train=False)
+    params, stats = from_torchvision(weights)
+    net = build(1000, layout)[0].clone(train=False)
     # the copied tree has exactly the structure the model builds
-    built = jax.eval_shape(lambda: resnet.init(net, image_size, 0))
+    built = shapes(net, layout, image_size)
     assert jax.tree_util.tree_structure(built[0]) == jax.tree_util.tree_structure(params)
     assert jax.tree_util.tree_structure(built[1]) == jax.tree_util.tree_structure(stats)
     x = images if layout == "NCHW" else images.transpose(0, 2, 3, 1)

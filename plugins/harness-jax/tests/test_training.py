@@ -1,8 +1,9 @@
-"""resnet50_train on JAX, in-process on the CPU with tiny sizes (32x32 images, batch 2, 10 classes, 1-2 steps).
+"""resnet50_train through the JAX trainer, in-process on the CPU with tiny sizes (32x32 images, batch 2, 10
+classes, 1-2 steps).
 
 Each run goes through harness.worker.execute.measure_run, as a worker runs it. XLA's compile of the whole
-ResNet-50 step dominates (about 6-15 s on 2 cores); the loss-scaling, accumulation and donation logic is
-also tested on a tiny Flax model, which compiles in a moment.
+ResNet-50 step dominates (about 6-15 s on 2 cores); the step's loss-scaling, accumulation and donation logic
+(harness_jax.step) is also tested on a tiny Flax model, which compiles in a moment.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ from harness.workloads.resnet50_train import (  # noqa: E402
     parameter_count,
     synthetic_batch,
 )
-from harness_jax import (
-    EAGER_TRAINING,  # noqa: E402
-    resnet50_train as jax_resnet,  # noqa: E402
-)
+from harness_jax import EAGER_TRAINING  # noqa: E402
+from harness_jax import precision as jax_precision  # noqa: E402
+from harness_jax import step as jax_step  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +65,9 @@ def tiny_setup(loss_scaling: bool):
     model = TinyModel()
     variables = model.init(jax.random.PRNGKey(0), jnp.zeros((4, 5)))
     optimizer = optax.sgd(0.1, momentum=0.9)
-    scale = jax_resnet.LossScale(jnp.float32(jax_resnet.INIT_SCALE), jnp.int32(0)) if loss_scaling else None
-    state = jax_resnet.TrainState(variables["params"], variables["batch_stats"], optimizer.init(variables["params"]), scale)
+    scale = jax_precision.initial_loss_scale() if loss_scaling else None
+    state = jax_step.TrainState(variables["params"], {"batch_stats": variables["batch_stats"]},
+                                optimizer.init(variables["params"]), scale)
     x = jnp.asarray(np.random.default_rng(0).standard_normal((4, 5)), jnp.float32)
     y = jnp.asarray([0, 1, 2, 0], jnp.int32)
     return model, optimizer, state, x, y
@@ -82,9 +83,9 @@ def test_grad_accum_sums_the_same_gradients_in_a_python_loop_and_in_fori_loop():
     import jax
 
     model, optimizer, state, x, y = tiny_setup(False)
-    one = jax_resnet.build_train_step(model, optimizer, 1, False, "python")(state, x, y)
-    python = jax_resnet.build_train_step(model, optimizer, 2, False, "python")(state, x, y)
-    fori = jax.jit(jax_resnet.build_train_step(model, optimizer, 2, False, "fori_loop"))(state, x, y)
+    one = jax_step.build_train_step(model, jax_step.cross_entropy, optimizer, 1, False, "python")(state, x, y)
+    python = jax_step.build_train_step(model, jax_step.cross_entropy, optimizer, 2, False, "python")(state, x, y)
+    fori = jax.jit(jax_step.build_train_step(model, jax_step.cross_entropy, optimizer, 2, False, "fori_loop"))(state, x, y)
     # the same micro-batch twice, loss / 2, gradients summed: the update of one micro-batch
     for a, b, c in zip(leaves(one[0].params), leaves(python[0].params), leaves(fori[0].params)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
@@ -98,7 +99,7 @@ def test_xla_computes_every_micro_batch_of_the_same_batch_instead_of_merging_the
     model, optimizer, state, x, y = tiny_setup(False)
 
     def dots(accum: int) -> int:
-        step = jax.jit(jax_resnet.build_train_step(model, optimizer, accum, False, "fori_loop"))
+        step = jax.jit(jax_step.build_train_step(model, jax_step.cross_entropy, optimizer, accum, False, "fori_loop"))
         return step.lower(state, x, y).compile().as_text().count(" dot(")
 
     # one micro-batch of the Dense-BatchNorm-Dense model: 2 products forward, 3 backward. Without the
@@ -110,22 +111,22 @@ def test_dynamic_loss_scaling_skips_an_overflowing_update_and_backs_off_then_gro
     import jax.numpy as jnp
 
     model, optimizer, state, x, y = tiny_setup(True)
-    step = jax_resnet.build_train_step(model, optimizer, 1, True, "python")
+    step = jax_step.build_train_step(model, jax_step.cross_entropy, optimizer, 1, True, "python")
     new, loss = step(state, x, y)
     assert math.isfinite(float(loss))
-    assert float(new.loss_scale.scale) == jax_resnet.INIT_SCALE and int(new.loss_scale.good_steps) == 1
+    assert float(new.loss_scale.scale) == jax_precision.INIT_SCALE and int(new.loss_scale.good_steps) == 1
     assert any(not np.array_equal(a, b) for a, b in zip(leaves(new.params), leaves(state.params)))
 
     # gradients that are not finite (as an overflow of the scaled loss gives): update skipped, scale halved
-    seen = state._replace(loss_scale=jax_resnet.LossScale(jnp.float32(1024.0), jnp.int32(5)))
+    seen = state._replace(loss_scale=jax_precision.LossScale(jnp.float32(1024.0), jnp.int32(5)))
     skipped, _ = step(seen, x * jnp.nan, y)
     assert all(np.array_equal(a, b) for a, b in zip(leaves(skipped.params), leaves(state.params)))
     assert all(np.array_equal(a, b) for a, b in zip(leaves(skipped.opt_state), leaves(state.opt_state)))
-    assert float(skipped.loss_scale.scale) == 1024.0 * jax_resnet.BACKOFF_FACTOR
+    assert float(skipped.loss_scale.scale) == 1024.0 * jax_precision.BACKOFF_FACTOR
     assert int(skipped.loss_scale.good_steps) == 0
 
     # the GROWTH_INTERVAL-th finite step in a row doubles the scale
-    due = state._replace(loss_scale=jax_resnet.LossScale(jnp.float32(1024.0), jnp.int32(jax_resnet.GROWTH_INTERVAL - 1)))
+    due = state._replace(loss_scale=jax_precision.LossScale(jnp.float32(1024.0), jnp.int32(jax_precision.GROWTH_INTERVAL - 1)))
     grown, _ = step(due, x, y)
     assert float(grown.loss_scale.scale) == 2048.0 and int(grown.loss_scale.good_steps) == 0
 
@@ -135,11 +136,31 @@ def test_the_compiled_step_donates_the_state_it_replaces():
 
     model, optimizer, state, x, y = tiny_setup(False)
     state = jax.device_put(state)
-    step = jax.jit(jax_resnet.build_train_step(model, optimizer, 1, False, "fori_loop"), donate_argnums=(0,))
+    step = jax.jit(jax_step.build_train_step(model, jax_step.cross_entropy, optimizer, 1, False, "fori_loop"), donate_argnums=(0,))
     old = jax.tree_util.tree_leaves(state.params)[0]
     new, _ = step(state, x, y)
     jax.block_until_ready(new)
     assert old.is_deleted()  # updated in place: the old parameters' buffer went to the new ones
+
+
+def test_adamw_decays_only_the_matrices_under_decay_matrices():
+    import jax.numpy as jnp
+
+    from harness.workloads.training import OptimizerSpec
+    from harness_jax.train import build_optimizer
+
+    params = {"kernel": jnp.ones((2, 2)), "bias": jnp.ones(2)}
+    zero = {"kernel": jnp.zeros((2, 2)), "bias": jnp.zeros(2)}
+    for decay, bias_decays in (("matrices", False), ("all", True)):
+        api: dict = {}
+        optimizer = build_optimizer(OptimizerSpec("adamw", lr=0.1, weight_decay=0.5, decay=decay), api)
+        updates, _ = optimizer.update(zero, optimizer.init(params), params)
+        # with zero gradients the update is the decoupled decay alone: -lr * weight_decay * weight
+        assert np.allclose(updates["kernel"], -0.05)
+        assert np.allclose(updates["bias"], -0.05 if bias_decays else 0.0)
+        assert api["optimizer"].startswith("optax.adamw(learning_rate=0.1, b1=0.9, b2=0.999, eps=1e-08, "
+                                           "weight_decay=0.5")
+        assert ("mask=weights of 2+ dimensions" in api["optimizer"]) is not bias_decays
 
 
 # --- whole runs through the core --------------------------------------------------------------
@@ -161,7 +182,10 @@ def test_compiled_training_is_ok_with_torchvisions_count_and_the_neutral_inputs(
     api = result["api"]
     assert api["execution"].startswith("jax.jit of the whole step") and "donate_argnums=0" in api["execution"]
     assert api["precision"] == "float32 throughout; jax.config.update('jax_default_matmul_precision', 'highest')"
-    assert api["memory_format"].startswith("NHWC activations") and api["recompute"] == "none"
+    assert api["memory_format"].startswith("NHWC activations: the model part builds for BuildContext.layout="
+                                          "'channels_last', the input transposed NCHW -> NHWC on the host")
+    assert api["recompute"] == "none" and api["model"].startswith("ResNet-50 v1.5 in flax.linen (torchvision layout")
+    assert api["loss"] == "optax.softmax_cross_entropy_with_integer_labels on float32 logits, mean"
     assert api["optimizer"].startswith("optax.sgd(learning_rate=0.01, momentum=0.9)")
     assert api["sync"].startswith("jax.block_until_ready")
     assert EAGER_TRAINING not in result["_warnings"]
@@ -186,8 +210,9 @@ def test_channels_first_recompute_and_grad_accum_train_the_same_network(compiled
     assert result["checks"]["loss_first"] == pytest.approx(compiled_run["checks"]["loss_first"], rel=1e-4)
     assert result["checks"]["inputs_fingerprint"] == compiled_run["checks"]["inputs_fingerprint"]
     api = result["api"]
-    assert api["memory_format"].startswith("NCHW activations: jax.lax.conv_general_dilated(dimension_numbers=('NCHW'")
-    assert api["recompute"] == "flax.linen.remat (jax.checkpoint) around each of the 16 bottleneck blocks"
+    assert api["memory_format"].startswith("NCHW activations: the model part builds for BuildContext.layout="
+                                          "'channels_first'; XLA's layout")
+    assert api["recompute"] == "flax.linen.remat (jax.checkpoint) around each of the 16 Bottleneck blocks"
     assert api["grad_accum"].startswith("2 micro-batches of 2") and "jax.lax.fori_loop" in api["grad_accum"]
     assert result["timing"]["images_per_step"] == 4
     for rate, wall in zip(result["samples"], result["timing"]["block_wall_s"]):
@@ -219,7 +244,7 @@ def test_amp_fp16_trains_with_dynamic_loss_scaling():
     assert math.isfinite(result["checks"]["loss_last"])
     # two steps: the scale starts at 2**16 and can only have backed off (halved) since
     scale = result["timing"]["loss_scale"]
-    assert scale in (jax_resnet.INIT_SCALE, jax_resnet.INIT_SCALE / 2, jax_resnet.INIT_SCALE / 4)
+    assert scale in (jax_precision.INIT_SCALE, jax_precision.INIT_SCALE / 2, jax_precision.INIT_SCALE / 4)
 
 
 def test_tf32_training_on_the_cpu_is_unsupported_with_a_reason():

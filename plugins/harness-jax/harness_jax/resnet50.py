@@ -1,4 +1,5 @@
-"""ResNet-50 v1.5 in Flax (linen), laid out exactly as torchvision builds it.
+"""ResNet-50 v1.5 in Flax (linen), laid out exactly as torchvision builds it: the model part of resnet50_train
+that the JAX backend carries (`PART`; its trainer, harness_jax.train, trains it).
 
 Stride on the 3x3 conv of each bottleneck (v1.5), no conv bias, BatchNorm eps 1e-5 and momentum 0.1 in
 torch's sense (Flax, like Keras, counts momentum the other way: 0.9), a projection shortcut on the first
@@ -25,7 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness.workloads.resnet50_train import EXPANSION, STAGES
+from harness.workloads.resnet50_train import EXPANSION, STAGES, ResNet50Params
+from harness.workloads.training import BuildContext
+from harness_jax.precision import compute_dtype
 
 #: torchvision's BatchNorm2d: eps 1e-5, momentum 0.1 (running = 0.9 * running + 0.1 * batch) = Flax's 0.9.
 BN_EPSILON = 1e-5
@@ -109,15 +112,17 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    """stem -> 16 bottleneck blocks (each recomputed in the backward pass with `recompute`) -> head.
+    """stem -> 16 bottleneck blocks -> head.
 
-    Takes images in `layout` (float32, cast to `dtype` by the first conv), returns float32 logits.
+    Takes images in `layout` (float32, cast to `dtype` by the first conv), returns float32 logits. `blocks` is
+    the class of each bottleneck block in order, `nn.remat(Bottleneck)` for one recomputed in the backward pass
+    (BuildContext.block); () builds every one as Bottleneck.
     """
 
     num_classes: int = 1000
     layout: str = "NHWC"
     dtype: Any = jnp.float32
-    recompute: bool = False
+    blocks: tuple = ()
     train: bool = True
 
     @nn.compact
@@ -125,15 +130,14 @@ class ResNet50(nn.Module):
         x = Conv(64, 7, 2, 3, self.layout, self.dtype, name="conv1")(x)
         x = nn.relu(batch_norm(self.layout, self.dtype, self.train, "bn1")(x))
         x = max_pool(x, self.layout)
-        # nn.remat is jax.checkpoint for a module: the block's activations are recomputed during backward
-        block = nn.remat(Bottleneck) if self.recompute else Bottleneck
+        blocks = iter(self.blocks or (Bottleneck,) * block_count())
         in_features = 64
         for stage, (width, count, stride) in enumerate(STAGES, start=1):
             for index in range(count):
                 first = index == 0
                 project = first and (stride != 1 or in_features != width * EXPANSION)
-                x = block(width, stride if first else 1, project, self.layout, self.dtype, self.train,
-                          name=f"layer{stage}_{index}")(x)
+                x = next(blocks)(width, stride if first else 1, project, self.layout, self.dtype, self.train,
+                                 name=f"layer{stage}_{index}")(x)
                 in_features = width * EXPANSION
         x = jnp.mean(x, axis=spatial_axes(self.layout)).astype(jnp.float32)
         fan_in = x.shape[-1]
@@ -146,19 +150,6 @@ class ResNet50(nn.Module):
 def block_count() -> int:
     """The bottleneck blocks of ResNet-50 (16)."""
     return sum(count for _, count, _ in STAGES)
-
-
-def parameter_count(params) -> int:
-    """Trainable scalars: every leaf of the `params` collection (BatchNorm statistics live in `batch_stats`)."""
-    return int(sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(params)))
-
-
-def init(model: ResNet50, image_size: int, seed: int):
-    """(params, batch_stats) of `model` for images of `image_size`, from `seed`; built by jax.jit on the
-    default device (one compiled computation instead of hundreds of dispatched initializers)."""
-    shape = (1, 3, image_size, image_size) if model.layout == "NCHW" else (1, image_size, image_size, 3)
-    variables = jax.jit(model.init)(jax.random.PRNGKey(seed), jnp.zeros(shape, jnp.float32))
-    return variables["params"], variables["batch_stats"]
 
 
 def from_torchvision(state_dict: dict, num_classes: int = 1000) -> tuple[dict, dict]:
@@ -186,3 +177,18 @@ def from_torchvision(state_dict: dict, num_classes: int = 1000) -> tuple[dict, d
             params[ours], stats[ours] = p, s
     params["fc"] = {"kernel": np.asarray(state_dict["fc.weight"]).T, "bias": np.asarray(state_dict["fc.bias"])}
     return params, stats
+
+
+class ResNet50Part:
+    """ResNet-50 v1.5 in flax.linen (torchvision layout: stride on 3x3, no conv bias, BN eps 1e-5 momentum 0.1)"""
+
+    def build(self, p: ResNet50Params, ctx: BuildContext) -> ResNet50:
+        """The model in the run's layout and compute dtype, each of its 16 bottleneck blocks through ctx.block
+        (`nn.remat` under recompute: blocks); the trainer initialises it from the seed."""
+        layout = "NHWC" if ctx.layout == "channels_last" else "NCHW"
+        blocks = tuple(ctx.block(Bottleneck) for _ in range(block_count()))
+        return ResNet50(p.num_classes, layout, compute_dtype(ctx.precision), blocks, train=True)
+
+
+#: resnet50_train's model part for JAX (JaxBackend.parts)
+PART = ResNet50Part()
