@@ -170,6 +170,10 @@ class Result:
         replace them, the others are kept as notes in `extra`."""
         return Result.from_dict({**self.to_dict(), **row})
 
+    def param(self, name: str) -> Any:
+        """A workload parameter's value (None where this record's workload has no such parameter)."""
+        return self.params[name] if name in self.params else None
+
     def note(self, key: str, default: Any = None) -> Any:
         """A note kept beside the fields (`log_tail`, `oom_evidence`, `limited_by`, `timed_out_twice` ...)."""
         return self.extra[key] if key in self.extra else default

@@ -86,6 +86,10 @@ class RunSpec:
             given["probe"] = True
         return cls(**{**given, "measure": Measure.from_stored(measure)})
 
+    def param(self, name: str) -> Any:
+        """A workload parameter's value (None where this run's workload has no such parameter)."""
+        return self.params[name] if name in self.params else None
+
     def with_params(self, **changes) -> "RunSpec":
         """A copy with some params changed (new run id and run key)."""
         params = {**self.params, **changes}

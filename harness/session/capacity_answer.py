@@ -130,7 +130,7 @@ def capacity_record(record: Result, spec: RunSpec, probes: list[Result], answer:
 
 def _batch(record: Result) -> int | None:
     """The batch size a probe ran."""
-    return record.params.get("batch_size")
+    return record.param("batch_size")
 
 
 def _nothing_fits(start: int, probes: list[Result]) -> str:

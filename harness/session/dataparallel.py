@@ -179,7 +179,7 @@ def layout(spec: RunSpec, launch: dp.Launch, cluster: dp.Cluster) -> Distributed
     """A data-parallel record's `distributed` before its replicas run: the launcher and the layout."""
     replicas = replicas_of(spec)
     return Distributed(launcher=launch.api, nnodes=cluster.nnodes, node_rank=cluster.node_rank, world_size=replicas,
-                       global_batch=int(spec.params.get("batch_size") or 0) * replicas)
+                       global_batch=int(spec.param("batch_size") or 0) * replicas)
 
 
 def proc_ranks(launch: dp.Launch, proc, procs: list) -> tuple[int, ...]:

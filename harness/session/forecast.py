@@ -100,7 +100,7 @@ class Durations:
         if _timed_run(r):
             d = float(r.duration_s)
             self._by_key.setdefault(r.run_key, []).append(d)
-            self._alike.setdefault((r.backend, r.workload, (r.params or {}).get("execution")), []).append(d)
+            self._alike.setdefault((r.backend, r.workload, r.param("execution")), []).append(d)
 
     def of(self, run_key: str) -> list[float]:
         """The durations of the runs of one configuration (empty where none ran)."""
@@ -113,7 +113,7 @@ class Durations:
         runs = self.of(spec.run_key)
         if runs:
             return stats.median(runs), f"the median of {len(runs)} earlier run(s) of its configuration"
-        execution = (spec.params or {}).get("execution")
+        execution = spec.param("execution")
         alike = self._alike.get((spec.backend, spec.workload, execution))
         if alike:
             mode = f", execution {execution}" if execution else ""

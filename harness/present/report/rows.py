@@ -31,8 +31,7 @@ def unfinished_rows(records: list[Result]) -> list[dict]:
     rows = []
     for (workload, variant, device, _, status, _reason), members in grouped.items():
         same = [r for r in records if r.workload == workload]
-        params = members[0].params or {}
-        settings = ", ".join(setting(workload, p, params.get(p)) for p in varying_settings(same))
+        settings = ", ".join(setting(workload, p, members[0].param(p)) for p in varying_settings(same))
         total = sum(1 for r in same if variant_of(r) == variant and r.params == members[0].params
                     and device_label(r) == device)
         rows.append({"workload": workload, "backend": variant, "device": device, "settings": settings or "-",
@@ -70,8 +69,7 @@ def result_rows(records: list[Result]) -> list[dict]:
 def record_label(record: Result, params: list[str]) -> str:
     """`workload variant device param=value ...`: a record's configuration in one line of the warnings."""
     parts = [str(record.workload), variant_of(record), device_label(record)]
-    values = record.params or {}
-    parts += [setting(record.workload, p, values[p]) for p in params if values.get(p) is not None]
+    parts += [setting(record.workload, p, record.param(p)) for p in params if record.param(p) is not None]
     return " ".join(parts)
 
 

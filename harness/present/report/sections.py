@@ -159,11 +159,11 @@ def results_section(records: list[Result]) -> Section:
         mine = [r for r in records if r.workload == workload]
         _, fixed = settings(mine)
         rows = result_rows(mine)
-        same = [c for c in dict.fromkeys(k for row in rows for k in row)
-                if len(rows) > 1 and len({cell_text(row.get(c)) for row in rows}) == 1 and c != "backend"]
-        fixed += [f"{c} {cell_text(rows[0].get(c))}" for c in same if cell_text(rows[0].get(c)) not in ("", "-")
-                  and f"({cell_text(rows[0].get(c))})" not in " ".join(fixed)]  # the device, said already
-        fixed += [f"no {c}" for c in same if cell_text(rows[0].get(c)) == "-"]
+        texts = {c: [cell_text(row.get(c)) for row in rows] for c in dict.fromkeys(k for row in rows for k in row)}
+        same = [c for c, cells in texts.items() if len(rows) > 1 and len(set(cells)) == 1 and c != "backend"]
+        fixed += [f"{c} {texts[c][0]}" for c in same if texts[c][0] not in ("", "-")
+                  and f"({texts[c][0]})" not in " ".join(fixed)]  # the device, said already
+        fixed += [f"no {c}" for c in same if texts[c][0] == "-"]
         rows = [{k: v for k, v in row.items() if k not in same} for row in rows]
         section.parts.append(("text", f"{workload}, {len(mine)} result(s); every row: {', '.join(fixed) or '-'}."))
         section.parts.append(("table", rows))

@@ -189,8 +189,7 @@ def _group_label(records: list[Result], varying: list[str], devices: bool, scena
         parts.append(device_label(first))
     if scenarios:
         parts.append(str(first.scenario))
-    params = first.params or {}
-    parts += [setting(first.workload, p, params.get(p)) for p in varying]
+    parts += [setting(first.workload, p, first.param(p)) for p in varying]
     return "\n".join(parts) or "(one configuration)"
 
 
@@ -265,18 +264,16 @@ def line_points(records: list[Result], x_param: str, colours: dict) -> tuple[dic
     and a note naming the usual value of each other varying setting, which line labels leave out."""
     others = varying_settings(records, (x_param,))
     devices = len({device_label(r) for r in records}) > 1
-    usual = {p: Counter(json.dumps((r.params or {}).get(p), default=str) for r in records).most_common(1)[0][0]
+    usual = {p: Counter(json.dumps(r.param(p), default=str) for r in records).most_common(1)[0][0]
              for p in others}
     lines: dict[tuple, dict] = {}
     workload = next((r.workload for r in records), None)
     for r in records:
-        params = r.params or {}
-        x = params.get(x_param)
+        x = r.param(x_param)
         if x is None:
             continue
         rest = ([device_label(r)] if devices else []) + [
-            setting(workload, p, params.get(p)) for p in others
-            if json.dumps(params.get(p), default=str) != usual[p]]
+            setting(workload, p, r.param(p)) for p in others if json.dumps(r.param(p), default=str) != usual[p]]
         lines.setdefault((variant_of(r), ", ".join(rest)), {}).setdefault(x, []).append(r)
     note = ""
     if others:

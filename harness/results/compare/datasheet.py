@@ -17,7 +17,7 @@ def peak_precision(record: Result) -> str | None:
         workload = WORKLOADS[record.workload]
         return workload.peak_precision(workload.validate(params))
     except Exception:  # an unknown or older workload: read the neutral name directly
-        precision = params.get("precision")
+        precision = record.param("precision")
         return str(precision).replace("amp_", "") if precision else None
 
 

@@ -24,7 +24,7 @@ def _workload_rows(records: list, technique: str, default) -> list[ComparisonRow
     rows = []
     for workload in dict.fromkeys(r.workload for r in records):
         subset = [r for r in records if r.workload == workload]
-        values = {str(v) for v in (r.params.get(technique) for r in subset) if v is not None}
+        values = {str(v) for v in (r.param(technique) for r in subset) if v is not None}
         if len(values) < 2:
             continue
         try:
