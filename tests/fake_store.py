@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.results.record import Result, utc_now
+from harness.results.sessions import SessionSummary, StoredSession
 from harness.results.store import (
     StoreLocation,
     parse_location,
@@ -54,8 +55,8 @@ class JsonFileStore:
     def begin_session(self, session_id, plan, *, scenario_path, command, settings=None) -> None:
         self._doc["sessions"].setdefault(session_id, {
             "session_id": session_id, "started_at": utc_now(), "finished_at": None, "state": "running",
-            "scenario_path": scenario_path, "command": command, "plan": plan, "settings": settings or {},
-            "owner": process_owner()})
+            "scenario_path": scenario_path, "command": command, "plan": [entry.to_dict() for entry in plan],
+            "settings": settings.to_dict() if settings is not None else {}, "owner": process_owner()})
         self._save()
 
     def reopen_session(self, session_id: str) -> None:
@@ -93,17 +94,16 @@ class JsonFileStore:
             raise InputError(f"store {self.path}: no single session matches {prefix!r}", field="--session")
         return found[0]
 
-    def session(self, session_id: str) -> dict | None:
+    def session(self, session_id: str) -> StoredSession | None:
         found = self.find_sessions(session_id)
-        return dict(self._doc["sessions"][found[0]]) if len(found) == 1 else None
+        return StoredSession.from_dict(self._doc["sessions"][found[0]]) if len(found) == 1 else None
 
-    def sessions(self) -> list[dict]:
+    def sessions(self) -> list[SessionSummary]:
         out = []
         for s in self._doc["sessions"].values():
             mine = self.records([s["session_id"]])
-            out.append({"session_id": s["session_id"], "started_at": s["started_at"], "state": s["state"],
-                        "scenario_path": s["scenario_path"], "results": len(mine),
-                        "ok": sum(r["status"] == "ok" for r in mine)})
+            out.append(SessionSummary(s["session_id"], s["started_at"], s["state"], s["scenario_path"],
+                                      results=len(mine), ok=sum(r["status"] == "ok" for r in mine)))
         return out
 
     def ok_medians(self, run_key: str) -> list[float]:

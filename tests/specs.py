@@ -12,7 +12,10 @@ from harness.workloads import get_workload
 
 def backend_spec(backend: str, workload: str, params: dict, measure: dict, *, device: str = "cpu", seed: int = 0,
                  options: dict | None = None) -> RunSpec:
-    """A spec with validated, defaulted params (docs/architecture.md describes its keys)."""
+    """A spec with validated, defaulted params (docs/architecture.md describes its keys); `probe: true` among the
+    measure settings makes it a capacity probe's."""
+    measure = dict(measure)
+    probe = bool(measure.pop("probe", False))
     return RunSpec(
         run_id="test-run",
         session_id="test-session",
@@ -22,9 +25,10 @@ def backend_spec(backend: str, workload: str, params: dict, measure: dict, *, de
         backend=backend,
         device=device,
         params=get_workload(workload).validate(params).model_dump(),
-        measure=dict(measure),
+        measure=measure,
         seed=seed,
         options=dict(options or {}),
+        probe=probe,
     )
 
 
@@ -82,3 +86,12 @@ def tensorflow_version() -> tuple[int, int]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return 0, 0
+
+
+def planned(run_key: str, replicate: int = 0, **fields):
+    """A session's planned run of configuration `run_key` (its plan's entry), with a minimal spec."""
+    from harness.results.sessions import PlanEntry
+
+    spec = RunSpec(run_id=f"{run_key}-{replicate}", session_id="s", run_key=run_key, scenario="t", workload="gemm",
+                   backend="torch", device="cpu", params={"size": 8}, measure={}, seed=0, replicate=replicate)
+    return PlanEntry(spec, **fields)

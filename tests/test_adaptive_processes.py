@@ -13,10 +13,10 @@ import pytest
 from harness.results.compare import EQUIVALENT, FASTER, SLOWER, is_difference
 from harness.results.compare.verdicts import judge
 from harness.session.rounds import AdaptiveRounds, wants_another
-from harness.timing.settings import Measure, process_bounds
+from harness.timing.settings import Measure
 
-AUTO = Measure().model_dump()
-LEAST, MOST = process_bounds(AUTO)
+AUTO = Measure()
+LEAST, MOST = AUTO.process_bounds()
 #: the largest between-process CV in the H200 stores
 GPU_SPREAD = 0.006
 
@@ -31,7 +31,7 @@ def adaptive_pair(rng, change, spread, tails=False, measure=AUTO):
     """Both sides of one comparison as a session with `processes: auto` gathers them: the least each, then a
     round at a time, one more process for each side whose own rule asks for it."""
     means = (100.0, 100.0 * (1.0 + change))
-    least, _ = process_bounds(measure)
+    least, _ = measure.process_bounds()
     sides = [[draw(rng, mean, spread, tails) for _ in range(least)] for mean in means]
     while True:
         wanting = [i for i, values in enumerate(sides) if wants_another(values, len(values), measure)]
@@ -53,7 +53,7 @@ def verdicts(change, spread, trials=400, seed=0, tails=False, **judged):
 
 # ---------------------------------------------------------------- the rule
 def test_auto_runs_the_least_a_verdict_needs_then_more_only_while_the_ci_is_wide():
-    assert (LEAST, MOST) == (4, 10) and AUTO["processes"] == "auto" and AUTO["process_ci_pct"] == 1.0
+    assert (LEAST, MOST) == (4, 10) and AUTO.processes == "auto" and AUTO.process_ci_pct == 1.0
     tight = [100.0, 100.1, 99.9, 100.05]
     wide = [100.0, 101.5, 98.5, 100.5]  # a CI of about +/-1.5%: a few more processes bring it within 1%
     assert not wants_another(tight, 4, AUTO)
@@ -61,9 +61,9 @@ def test_auto_runs_the_least_a_verdict_needs_then_more_only_while_the_ci_is_wide
     assert wants_another(tight[:3], 3, AUTO)  # under the least
     assert not wants_another(wide + [99.0] * 6, 10, AUTO)  # at the most
     assert not wants_another([100.0], 4, AUTO)  # a configuration whose processes fail is not chased
-    assert not wants_another(wide, 4, {**AUTO, "processes": 4})  # a fixed count is a fixed count
-    assert not wants_another(wide, 4, {**AUTO, "process_ci_pct": 10.0})
-    assert wants_another(tight, 4, {**AUTO, "min_processes": 6})
+    assert not wants_another(wide, 4, Measure(processes=4))  # a fixed count is a fixed count
+    assert not wants_another(wide, 4, Measure(process_ci_pct=10.0))
+    assert wants_another(tight, 4, Measure(min_processes=6))
     # processes 20% apart would need about 1,600 of them for a 1% CI: more than REACH x the most, so no more
     assert not wants_another([100.0, 130.0, 75.0, 110.0], 4, AUTO)
 
@@ -74,7 +74,7 @@ def test_added_rounds_go_to_the_configurations_that_ask_shuffled_and_within_the_
 
     def spec(key):
         return RunSpec(run_id=key, session_id="s", run_key=key, scenario="p", workload="gemm", backend="torch",
-                       device="cpu", params={"size": 64}, measure=dict(AUTO), seed=3)
+                       device="cpu", params={"size": 64}, measure=AUTO, seed=3)
 
     specs = [spec(k) for k in "abc"]
     rounds = AdaptiveRounds.of(specs * LEAST, planned=3 * LEAST, limit=3 * LEAST + 1)

@@ -70,7 +70,7 @@ def test_a_session_runs_from_python_and_its_records_are_typed(tmp_path, fake_bac
     assert "block" in seen.events
     with open_store(db, readonly=True) as store:
         assert {r.run_id for r in store.results()} == {r.run_id for r in finished.records}
-        assert store.sessions()[0]["state"] == "finished"
+        assert store.sessions()[0].state == "finished"
 
 
 def test_an_interrupted_session_is_resumed_from_python(tmp_path, fake_backend, write_scenario):
@@ -84,7 +84,7 @@ def test_an_interrupted_session_is_resumed_from_python(tmp_path, fake_backend, w
     assert done.exit_code == 0 and len(done.records) == 2
     with open_store(db, readonly=True) as store:
         rows = store.results()
-        assert store.sessions()[0]["state"] == "finished"
+        assert store.sessions()[0].state == "finished"
     assert len(rows) == 3 and len({r.run_key for r in rows}) == 3  # each planned run once
 
 
@@ -113,8 +113,8 @@ def test_a_capacity_search_runs_from_python(tmp_path, fake_backend, write_scenar
     request = SessionRequest(scenario_file=path, store_path=str(tmp_path / "cap.db"), find_max_batch=True,
                              capacity={"start": 2, "limit": 64})
     prepared = prepare_session(request)
-    assert prepared.capacity_mode and prepared.groups[0][0]["start"] == 2
+    assert prepared.capacity_mode and prepared.groups[0][0].start == 2
     finished = run_session(prepared, Recorder())
     (record,) = finished.records
     assert finished.exit_code == 0 and record.metric == "max_batch_size" and record.median == 9
-    assert record.checks["first_failing_batch_size"] == 10
+    assert record.checks.first_failing_batch_size == 10

@@ -11,7 +11,7 @@ from harness.results.record import Result
 from harness.scenario.schema import parse_resolution
 from harness.session import capacity_answer, capacity_search
 from harness.session.capacity import find_max_batch
-from harness.session.capacity_answer import fits
+from harness.session.capacity_answer import fits, judge_probe
 from harness.session.capacity_search import probe_timeout
 from harness.session.plan import RunSpec
 
@@ -35,9 +35,9 @@ class ScriptedRunner:
         return None
 
     def execute(self, spec: RunSpec) -> Result:
-        batch, timeout = spec.params["batch_size"], spec.measure["timeout_s"]
+        batch, timeout = spec.params["batch_size"], spec.measure.timeout_s
         self.asked.append((batch, timeout))
-        assert spec.measure["probe"] is True and spec.measure["warmup"] == 0  # a cheap probe
+        assert spec.probe is True and spec.measure.warmup == 0  # a cheap probe
         status, error = self.script(batch, timeout)
         return Result.from_dict({"status": status, "error": error, "params": dict(spec.params), "duration_s": batch / 100,
                                  "peak_allocated_bytes": batch * 1000 if status == "ok" else None, "device": "cuda:0",
@@ -67,8 +67,8 @@ def test_a_probe_timeout_follows_the_batch_from_the_fitting_probes():
 def test_memory_edge_errors_count_as_out_of_memory_only_after_a_smaller_batch_fit():
     edge = {"status": "failed", "error": "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"}
     assert fits(Result.from_dict(edge), smaller_fit=False) is None  # at the start it may be a real error
-    record = Result.from_dict(edge)
-    assert fits(record, smaller_fit=True) is False
+    answer, record = judge_probe(Result.from_dict(edge), smaller_fit=True)
+    assert answer is False
     assert "counted as out of memory: CUDNN_STATUS_NOT_SUPPORTED" in record.warnings[0]
     assert fits(Result.from_dict({"status": "failed", "error": "ValueError: shapes"}), smaller_fit=True) is None
 
@@ -76,8 +76,8 @@ def test_memory_edge_errors_count_as_out_of_memory_only_after_a_smaller_batch_fi
 def test_a_worker_that_segfaults_under_a_host_memory_limit_counts_as_out_of_memory_after_a_fit():
     # torch 2.0.1 under --memory-limit 1.5GiB: the probe at 512 died by SIGSEGV after 256 fit (CI, 2026-11-30)
     died = {"status": "failed", "error": "worker killed by signal SIGSEGV before writing a result"}
-    record = Result.from_dict(died)
-    assert fits(record, smaller_fit=True, host_limit=True) is False
+    answer, record = judge_probe(Result.from_dict(died), smaller_fit=True, host_limit=True)
+    assert answer is False
     assert "killed by signal SIGSEGV under --memory-limit" in record.warnings[0]
     assert fits(Result.from_dict(died), smaller_fit=True, host_limit=False) is None  # on a GPU a crash is a crash
     assert fits(Result.from_dict(died), smaller_fit=False, host_limit=True) is None  # nothing fit yet: not an edge
@@ -92,10 +92,10 @@ def test_the_search_finds_the_limit_and_records_its_time_peak_and_evidence():
     runner, record = search(script, start=256, limit=16384, resolution=64)
     assert record.status == "ok" and 1000 - 64 <= record.median <= 1000
     assert record.peak_allocated_bytes == int(record.median) * 1000  # the largest fitting probe's
-    assert record.checks["search_s"] >= 0 and record.duration_s == record.checks["search_s"]
-    assert record.checks["failure_evidence"].startswith("OutOfMemoryError")
+    assert record.checks.search_s >= 0 and record.duration_s == record.checks.search_s
+    assert record.checks.failure_evidence.startswith("OutOfMemoryError")
     probes = [r for r in runner.stored if r.get("probe_of")]
-    assert len(probes) == len(record.checks["probes"])
+    assert len(probes) == len(record.checks.probes)
     assert [b for b, _ in runner.asked][:3] == [256, 512, 1024]
 
 
@@ -124,7 +124,7 @@ def test_a_probe_that_times_out_twice_counts_as_not_fitting_and_says_so():
 
     runner, record = search(script, start=256, limit=4096, resolution=256)
     assert record.status == "ok" and record.median == 768
-    assert record.checks["first_failing_batch_size"] == 1024
+    assert record.checks.first_failing_batch_size == 1024
     assert any("timed out twice" in w and "counted as not fitting" in w for w in record.warnings)
 
 
@@ -155,9 +155,8 @@ class MemoryRunner(ScriptedRunner):
     def execute(self, spec):
         record = super().execute(spec)
         batch = spec.params["batch_size"]
-        record.peak_allocated_bytes = self.footprint(batch) if record.status == "ok" else None
-        record.env = {"gpus": [{"index": 0, "memory_total_bytes": self.device}]}
-        return record
+        return record.updated(peak_allocated_bytes=self.footprint(batch) if record.status == "ok" else None,
+                              env={"gpus": [{"index": 0, "memory_total_bytes": self.device}]})
 
 
 GIB = 1 << 30
@@ -170,11 +169,11 @@ def test_the_memory_model_brings_a_two_percent_answer_in_few_probes(usable_gib):
     (record,) = outcome.records
     true_limit = (runner.usable - runner.fixed) // runner.per_image
     assert record.status == "ok" and true_limit * 0.98 <= record.median <= true_limit
-    assert record.checks["within_pct"] <= 2.0
+    assert record.checks.within_pct <= 2.0
     asked = [b for b, _ in runner.asked]
     assert asked[:2] == [256, 512] and asked[2] > 1024  # the third probe jumps to the model's limit
     assert len(asked) <= 9, asked  # doubling and bisection alone take 11 or more
-    assert record.checks["predicted_limit"] == (140 * GIB - runner.fixed) // runner.per_image
+    assert record.checks.predicted_limit == (140 * GIB - runner.fixed) // runner.per_image
 
 
 def test_a_pessimistic_memory_model_still_reaches_the_limit():
@@ -185,7 +184,7 @@ def test_a_pessimistic_memory_model_still_reaches_the_limit():
     def execute(spec):
         record = base_execute(spec)
         if record.peak_allocated_bytes:
-            record.peak_allocated_bytes *= 2
+            record = record.updated(peak_allocated_bytes=record.peak_allocated_bytes * 2)
         return record
 
     runner.execute = execute
@@ -200,7 +199,7 @@ def test_without_the_device_size_the_search_doubles_as_before():
 
     runner, record = search(script, start=256, limit=16384, resolution="1%")  # no env: no memory model
     assert [b for b, _ in runner.asked][:5] == [256, 512, 1024, 2048, 4096]
-    assert 2970 <= record.median <= 3000 and record.checks["predicted_limit"] is None
+    assert 2970 <= record.median <= 3000 and record.checks.predicted_limit is None
 
 
 def test_a_resolution_is_images_or_a_share_of_the_answer():
@@ -224,8 +223,8 @@ def test_a_kernel_that_fails_past_a_size_bounds_the_answer_and_is_not_called_mem
 
     _, record = search(script, start=256, limit=16384, resolution="1%")
     assert record.status == "ok" and 2648 <= record.median <= 2674
-    assert record.checks["limited_by"] == "kernel"
-    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in record.checks["failure_evidence"]
+    assert record.checks.limited_by == "kernel"
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in record.checks.failure_evidence
     assert any("not for memory" in w for w in record.warnings)
     # at the start, with nothing smaller fitting, the same error stops the search as a failure
     assert capacity_answer.fits(Result.from_dict({"status": "failed", "error": tail}), smaller_fit=False) is None
@@ -236,9 +235,9 @@ def test_a_memory_bound_answer_says_so():
         return ("ok", None) if batch <= 1000 else ("oom", "OutOfMemoryError: CUDA out of memory")
 
     _, record = search(script, start=256, limit=16384, resolution=64)
-    assert record.checks["limited_by"] == "memory"
+    assert record.checks.limited_by == "memory"
     _, capped = search(lambda b, t: ("ok", None), start=256, limit=1024, resolution=64)
-    assert capped.checks["limited_by"] == "limit" and capped.median == 1024
+    assert capped.checks.limited_by == "limit" and capped.median == 1024
 
 
 def test_an_answer_whose_first_failure_passes_2_31_elements_says_memory_may_not_bind():
@@ -248,13 +247,13 @@ def test_an_answer_whose_first_failure_passes_2_31_elements_says_memory_may_not_
         return lambda batch, timeout: ("ok", None) if batch <= limit else ("oom", "ResourceExhaustedError: OOM")
 
     _, near = search(script(2680), start=256, limit=16384, resolution="1%")
-    assert near.checks["batch_past_2_31_elements"] == 2675  # 224 px: 2675 x 802,816 > 2**31 - 1
-    assert near.checks["limited_by"] == "memory"
+    assert near.checks.batch_past_2_31_elements == 2675  # 224 px: 2675 x 802,816 > 2**31 - 1
+    assert near.checks.limited_by == "memory"
     assert any("more than 2**31 elements (from 2675 images up)" in w for w in near.warnings)
     _, past = search(script(3300), start=256, limit=16384, resolution="1%")  # torch fit past it: no such doubt
     assert past.median >= 2675 and not any("2**31" in w for w in past.warnings)
     _, far = search(script(1000), start=256, limit=16384, resolution="1%")
-    assert far.checks["batch_past_2_31_elements"] == 2675
+    assert far.checks.batch_past_2_31_elements == 2675
     assert not any("2**31" in w for w in far.warnings)
 
 
@@ -291,16 +290,16 @@ def test_a_backend_s_tensor_size_bound_caps_the_memory_model_s_guess():
 
     runner, record = runner_for("tensorflow")
     assert [b for b, _ in runner.asked] == [256, 512, 2674, 2675]  # the guess stops at the bound, then one past
-    assert record.median == 2674 and record.checks["first_failing_batch_size"] == 2675
-    assert record.checks["kernel_bound_batch"] == 2675 and record.checks["limited_by"] == "kernel"
-    assert "at most to 2674" in record.checks["search"]
+    assert record.median == 2674 and record.checks.first_failing_batch_size == 2675
+    assert record.checks.kernel_bound_batch == 2675 and record.checks.limited_by == "kernel"
+    assert "at most to 2674" in record.checks.search
     # TF on the H200 said ResourceExhaustedError at 2675 with 25 GiB unused at 2674: still the kernel's bound
     _, record = runner_for("tensorflow", past=("oom", "ResourceExhaustedError: OOM when allocating tensor"))
-    assert record.median == 2674 and record.checks["limited_by"] == "kernel"
+    assert record.median == 2674 and record.checks.limited_by == "kernel"
     on_cpu = replace(spec(), backend="tensorflow", device="cpu")  # the bound is of TensorFlow's GPU kernels
     assert capacity_answer.kernel_bound(on_cpu) is None and capacity_answer.kernel_bound(replace(on_cpu, device="cuda:1")) == 2675
     runner, record = runner_for("torch")  # torch declares no bound: the model's guess as before
-    assert runner.asked[2][0] > 2675 and record.checks["kernel_bound_batch"] is None
+    assert runner.asked[2][0] > 2675 and record.checks.kernel_bound_batch is None
     assert 2648 <= record.median <= 2674
 
 
@@ -313,7 +312,7 @@ def test_past_a_pessimistic_model_s_guesses_the_search_climbs_in_tens_of_percent
     def execute(spec):  # the peak the model sees grows faster than the footprint: it predicts too little
         record = base_execute(spec)
         if record.peak_allocated_bytes:
-            record.peak_allocated_bytes = int(record.peak_allocated_bytes * 1.06)
+            record = record.updated(peak_allocated_bytes=int(record.peak_allocated_bytes * 1.06))
         return record
 
     runner.execute = execute

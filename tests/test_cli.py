@@ -292,7 +292,7 @@ def test_resume_of_an_unknown_session_creates_no_store_and_ids_are_literal(tmp_p
     assert _invoke("run", _fake(write_scenario, tmp_path), "--store", str(db), "-q").exit_code == 0
     with open_store(db) as store:
         (session,) = store.sessions()
-    sid = session["session_id"]
+    sid = session.session_id
     before = db.read_bytes()
     for pattern in ("%", "_" * len(sid), "_%", sid[:3] + "%", ""):  # LIKE wildcards match nothing here
         result = _invoke("run", "--resume", pattern, "--store", str(db))
@@ -403,15 +403,15 @@ def test_capacity_flags_override_the_file_and_a_resume_keeps_them(tmp_path, fake
     with open_store(db) as store:
         rows = store.records()
         (session,) = store.sessions()
-        stored = store.session(session["session_id"])
+        stored = store.session(session.session_id)
     (record,) = [r for r in rows if r["metric"] == "max_batch_size"]
     probes = [p["params"]["batch_size"] for p in rows if p.get("probe_of")]
     assert probes[0] == 4 and max(probes) == 64  # started at 4, never beyond the limit
     assert record["checks"]["search"].startswith("doubling from 4") and "within 4; limit 64" in record["checks"]["search"]
     assert 33 <= record["median"] <= 37  # within the resolution of the true limit, 37
-    assert all(entry["capacity"] == {"start": 4, "limit": 64, "resolution": 4} for entry in stored["plan"])
-    assert stored["settings"]["capacity_start"] == 4 and stored["settings"]["capacity_resolution"] == 4
-    sid = session["session_id"]
+    assert all(entry["capacity"] == {"start": 4, "limit": 64, "resolution": 4} for entry in stored.plan)
+    assert stored.settings.capacity_start == 4 and stored.settings.capacity_resolution == 4
+    sid = session.session_id
     refused = _invoke("run", "--resume", sid, "--capacity-start", "8", "--store", str(db), "--dry-run")
     assert refused.exit_code == 2 and "--capacity-start 8" in refused.output and "start 4" in refused.output
     same = _invoke("run", "--resume", sid, "--capacity-start", "4", "--store", str(db), "--dry-run")

@@ -23,9 +23,11 @@ from harness.results.compare import (
     SLOWER,
     as_results,
     compare,
+    comparison_rows,
     fail_if_slower,
     load_records,
     ok_records,
+    rows_of,
     slowdown_pct,
     technique_speedups,
 )
@@ -125,8 +127,21 @@ def test_planted_10pct_slowdown_is_slower_and_fails_a_5pct_gate():
     table = compare(records, ["precision"], baseline="fp32")
     assert table.iloc[0]["verdict"] == SLOWER
     assert table.iloc[0]["ratio"] == pytest.approx(0.90, abs=0.01)
-    assert [r["value"] for r in fail_if_slower(table, 5)] == ["tf32"]
+    assert [r.value for r in fail_if_slower(table, 5)] == ["tf32"]
     assert fail_if_slower(table, 15) == []
+
+
+def test_comparison_rows_are_typed_and_the_dataframe_is_their_export():
+    records = (processes(1000.0, precision="fp32", seed=5) + processes(900.0, precision="tf32", seed=6)
+               + processes(1000.0, precision="fp32", seed=7, batch_size=32)
+               + processes(1000.0, precision="bf16", seed=8, batch_size=32))
+    rows = comparison_rows(records, ["precision"], baseline="fp32")
+    assert [(r.fixed("batch_size"), r.value, r.verdict) for r in rows] == [(64, "tf32", SLOWER),
+                                                                                  (32, "bf16", "same within 2%")]
+    frame = compare(records, ["precision"], baseline="fp32")
+    assert list(frame.columns[-3:]) == ["higher_is_better", "busy", "warnings"] and "batch_size" in frame.columns
+    assert "precision" not in frame.columns  # the compared field is no match field
+    assert rows_of(frame) == rows  # the DataFrame read back is the same rows
 
 
 def test_a_small_insignificant_dip_does_not_fail_the_gate():
@@ -255,8 +270,8 @@ def test_technique_speedups_compare_each_technique_with_its_usual_baseline():
     ]
     tables = technique_speedups(records)
     assert set(tables) == {"precision", "execution"}
-    assert list(tables["precision"]["baseline"]) == ["fp32"]
-    assert list(tables["execution"]["baseline"]) == ["eager"]
+    assert [r.baseline for r in tables["precision"]] == ["fp32"]
+    assert [r.baseline for r in tables["execution"]] == ["eager"]
 
 
 def test_unknown_field_and_unmatched_results_are_input_errors():
@@ -284,7 +299,8 @@ def test_fail_if_slower_exits_1_when_a_10pct_regression_is_planted(tmp_path):
     result = invoke("compare", "--store", path, "--session", "before", "--session", "after", "--fail-if-slower", 5)
     assert result.exit_code == 1, result.output
     regressed = fail_if_slower(compare(load_records(path), ["session_id"], baseline="before"), 5)
-    assert [(row["workload"], row["value"]) for row in regressed] == [("resnet50_train", "after"), ("gemm", "after")]
+    assert [(row.fixed("workload"), row.value) for row in regressed] == [("resnet50_train", "after"),
+                                                                          ("gemm", "after")]
     assert all(slowdown_pct(row) == pytest.approx(10.0, abs=1.5) for row in regressed)
     assert sum(line.startswith("regression: after is ") for line in result.output.splitlines()) == 2
 

@@ -63,7 +63,7 @@ def test_the_cuda_drivers_cache_is_each_processs_own_in_either_mode(tmp_path, fa
     # sessions: a later process's first step would reuse them. Each process gets an empty one of its own
     monkeypatch.setenv("CUDA_CACHE_PATH", str(tmp_path / "users-own"))
     rows = _session(tmp_path, write_scenario, cache)
-    drivers = [r.env["variables"]["CUDA_CACHE_PATH"] for r in rows]
+    drivers = [r.env.variable("CUDA_CACHE_PATH") for r in rows]
     assert len(set(drivers)) == 6 and not any(d.startswith(str(tmp_path)) for d in drivers)
     assert not any(os.path.exists(os.path.dirname(d)) for d in drivers)  # removed with its run
     if cache == "warm":  # the framework's cache is shared, the driver's is not
@@ -78,7 +78,7 @@ def test_a_framework_without_a_cache_still_gets_a_driver_cache_of_its_own(tmp_pa
     monkeypatch.setattr(FakeBackend, "compile_cache_env", lambda self, directory: {})
     rows = _session(tmp_path, write_scenario, "warm")
     assert {r.compile_cache for r in rows} == {"none"} and not any("cache" in r.api for r in rows)
-    drivers = {r.env["variables"]["CUDA_CACHE_PATH"] for r in rows}
+    drivers = {r.env.variable("CUDA_CACHE_PATH") for r in rows}
     assert len(drivers) == 6 and not any(os.path.exists(d) for d in drivers)
 
 

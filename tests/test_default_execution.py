@@ -20,6 +20,7 @@ import pytest
 
 from harness.seam.backend import Backend
 from harness.timing.loop import BlockTime, Timing, run_timed
+from harness.timing.settings import Measure
 from harness.workloads import technique_values
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ class CountingClock:
 
 def test_a_step_of_k_training_steps_is_timed_as_k_steps():
     calls = []
-    timing = run_timed(lambda: calls.append(1), CountingClock(), {"warmup": 1, "steps": 3, "repeats": 2},
+    timing = run_timed(lambda: calls.append(1), CountingClock(), Measure(warmup=1, steps=3, repeats=2),
                        work_per_step=4.0, steps_per_call=5)
     assert len(calls) == 1 + 1 + 3 * 2  # first, warm-up, two blocks of three calls: steps count calls
     assert timing.steps_per_call == 5

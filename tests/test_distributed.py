@@ -309,18 +309,23 @@ def test_tensorflow_multi_worker_launch_gives_each_worker_its_task_in_one_cluste
     assert launch.local_ranks == (2, 3) and "TF_CONFIG's cluster" in launch.api
 
 
+def written(rows: dict) -> dict[int, Result]:
+    """rank -> the record a replica's result file holds, as read_rank_results reads it."""
+    return {rank: Result.from_dict(row) for rank, row in rows.items()}
+
+
 def test_merge_names_the_replica_that_died_not_the_peer_harness_stopped_after_it():
     record = dataparallel.merge(Result(), {}, [0, 1], 2, {0: "killed by signal SIGTERM", 1: "killed by signal SIGSEGV"},
                       timed_out=False)
-    assert record.status == "failed" and record.distributed["failed_rank"] == 1
-    assert "SIGSEGV" in record.error and "SIGTERM" in record.distributed["other_failures"][0]
+    assert record.status == "failed" and record.distributed.failed_rank == 1
+    assert "SIGSEGV" in record.error and "SIGTERM" in record.distributed.other_failures[0]
 
 
 def test_merge_names_the_replica_that_died_not_the_peer_whose_collective_broke():
     peer = {"status": "failed", "error": "RuntimeError: Connection closed by peer", "checks": {}}
-    record = dataparallel.merge(Result(), {0: peer}, (0, 1), 2, {1: "killed by signal SIGKILL"}, timed_out=False)
+    record = dataparallel.merge(Result(), written({0: peer}), (0, 1), 2, {1: "killed by signal SIGKILL"}, timed_out=False)
     assert record.status == "failed" and record.error.startswith("replica rank 1 killed by signal SIGKILL")
-    assert record.distributed["failed_rank"] == 1
+    assert record.distributed.failed_rank == 1
 
 
 def test_merge_names_the_replica_that_wrote_its_error_not_the_peer_harness_stopped_after_it():
@@ -328,21 +333,21 @@ def test_merge_names_the_replica_that_wrote_its_error_not_the_peer_harness_stopp
     # collective until harness stops it with SIGTERM; the cause is the worker that wrote the error
     failed = {"status": "failed", "error": "InternalError: std::bad_alloc", "checks": {}}
     for rank, other in ((0, 1), (1, 0)):
-        record = dataparallel.merge(Result(), {rank: failed}, (0, 1), 2, {other: "killed by signal SIGTERM"},
+        record = dataparallel.merge(Result(), written({rank: failed}), (0, 1), 2, {other: "killed by signal SIGTERM"},
                                     timed_out=False)
-        assert record.status == "failed" and record.distributed["failed_rank"] == rank
+        assert record.status == "failed" and record.distributed.failed_rank == rank
         assert "bad_alloc" in record.error and "SIGTERM" not in record.error
-        assert "SIGTERM" in record.distributed["other_failures"][0]
+        assert "SIGTERM" in record.distributed.other_failures[0]
     # a peer stopped with SIGTERM is the cause only where nothing else went wrong
     ok = {"status": "ok", "median": 10.0, "checks": {}}
-    record = dataparallel.merge(Result(), {0: ok}, (0, 1), 2, {1: "killed by signal SIGTERM"}, timed_out=False)
-    assert record.distributed["failed_rank"] == 1 and "SIGTERM" in record.error
+    record = dataparallel.merge(Result(), written({0: ok}), (0, 1), 2, {1: "killed by signal SIGTERM"}, timed_out=False)
+    assert record.distributed.failed_rank == 1 and "SIGTERM" in record.error
 
 
 def test_merge_an_out_of_memory_replica_makes_the_run_oom_with_its_evidence():
     ok = {"status": "ok", "median": 10.0, "checks": {"inputs_fingerprint": "a"}}
     oom = {"status": "oom", "error": "OutOfMemoryError: CUDA out of memory", "oom_evidence": "OutOfMemoryError: CUDA"}
-    record = dataparallel.merge(Result(), {0: ok, 1: oom}, (0, 1), 2, {}, timed_out=False)
+    record = dataparallel.merge(Result(), written({0: ok, 1: oom}), (0, 1), 2, {}, timed_out=False)
     assert record.status == "oom" and "replica rank 1" in record.error
     assert record.note("oom_evidence").startswith("replica rank 1:")
 
@@ -350,9 +355,9 @@ def test_merge_an_out_of_memory_replica_makes_the_run_oom_with_its_evidence():
 def test_merge_all_ok_keeps_rank_0_figures_and_every_rank():
     results = {r: {"status": "ok", "median": 10.0 + r, "peak_allocated_bytes": 100 + r, "device": f"cuda:{r}",
                    "checks": {"inputs_fingerprint": str(r)}} for r in (0, 1)}
-    record = dataparallel.merge(Result(), results, (0, 1), 2, {}, timed_out=False)
+    record = dataparallel.merge(Result(), written(results), (0, 1), 2, {}, timed_out=False)
     assert record.status == "ok" and record.median == 10.0 and record.peak_allocated_bytes == 100
-    assert [r["device"] for r in record.distributed["ranks"]] == ["cuda:0", "cuda:1"]
+    assert [r.device for r in record.distributed.ranks] == ["cuda:0", "cuda:1"]
 
 
 def test_scaling_efficiency_and_replica_devices():

@@ -34,7 +34,7 @@ def test_an_ok_run_is_typed_and_its_result_file_holds_the_measured_fields(fake_b
     figures = result.measured.figures
     assert len(figures.samples) == 3 and figures.median > 0 and figures.tflops == figures.median
     assert figures.api == {"precision": "numpy.matmul", "sync": "time.perf_counter"}
-    assert figures.checks == {"correct": True} and figures.timing["steps_per_block"] == 2
+    assert figures.checks.to_dict() == {"correct": True} and figures.timing.steps_per_block == 2
     assert result.env["framework"] == {"fake": True} and result.duration_s > 0
     assert set(result.phases_s) == {"open_device", "prepare", "steps", "after"}
     row = result.to_dict()

@@ -95,7 +95,7 @@ def test_the_runner_hands_each_event_over_while_the_worker_still_runs(tmp_path, 
     assert last["repeats"] == 6 and last["rate"] > 0 and last["block_s"] > 0
     # the worker saw the parent's answer to an early block before its own last step: read live,
     # not after the worker had left
-    seen, total = record.checks["marker_seen_at_step"], record.checks["steps_run"]
+    seen, total = record.checks.marker_seen_at_step, record.checks.steps_run
     assert seen is not None and seen < total
 
 

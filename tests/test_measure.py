@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from harness.timing.loop import BlockTime, StopRule, Timing, run_timed
-from harness.timing.settings import measure_settings
+from harness.timing.settings import Measure
 
 
 class ScriptedClock:
@@ -34,7 +34,7 @@ class ScriptedClock:
 def test_first_step_and_warmup_are_not_in_the_timed_blocks():
     calls = []
     clock = ScriptedClock(itertools.repeat(1.0))
-    timing = run_timed(lambda: calls.append(1), clock, {"warmup": 4, "steps": 3, "repeats": 2})
+    timing = run_timed(lambda: calls.append(1), clock, Measure(warmup=4, steps=3, repeats=2))
     assert len(calls) == 1 + 4 + 2 * 3
     assert timing.first_step_s == 5.0
     assert timing.wall_s == [1.0, 1.0] and timing.steps_per_block == 3
@@ -46,16 +46,16 @@ def test_a_workloads_warmup_floor_raises_the_warmup_and_the_record_says_so():
     calls = []
     # eight steps before timing (two passes of a host dataset): the first call and seven warm-up calls
     timing = run_timed(lambda: calls.append(1), ScriptedClock(itertools.repeat(1.0)),
-                       {"warmup": 2, "steps": 3, "repeats": 2}, warmup_floor_steps=8)
+                       Measure(warmup=2, steps=3, repeats=2), warmup_floor_steps=8)
     assert len(calls) == 1 + 7 + 2 * 3 and timing.fields()["warmup_raised_to"] == 7
     # a call of k = 20 steps (Keras fit) covers the floor with its first call: warm-up as asked, nothing said
     calls.clear()
     timing = run_timed(lambda: calls.append(1), ScriptedClock(itertools.repeat(1.0)),
-                       {"warmup": 2, "steps": 3, "repeats": 2}, warmup_floor_steps=8, steps_per_call=20)
+                       Measure(warmup=2, steps=3, repeats=2), warmup_floor_steps=8, steps_per_call=20)
     assert len(calls) == 1 + 2 + 2 * 3 and "warmup_raised_to" not in timing.fields()
     # a warm-up already above the floor is kept
     timing = run_timed(lambda: None, ScriptedClock(itertools.repeat(1.0)),
-                       {"warmup": 10, "steps": 1, "repeats": 2}, warmup_floor_steps=8)
+                       Measure(warmup=10, steps=1, repeats=2), warmup_floor_steps=8)
     assert "warmup_raised_to" not in timing.fields()
 
 
@@ -71,7 +71,7 @@ def test_resnet50s_warmup_floor_is_two_passes_of_the_host_dataset_and_nothing_on
 def test_target_ci_keeps_repeating_until_the_interval_is_narrow():
     noisy_then_steady = [1.0, 1.5, 0.7] + [1.0] * 100
     timing = run_timed(lambda: None, ScriptedClock(noisy_then_steady),
-                       {"warmup": 0, "steps": 1, "repeats": 3, "target_ci_pct": 2.0, "max_repeats": 200})
+                       Measure(warmup=0, steps=1, repeats=3, target_ci_pct=2.0, max_repeats=200))
     assert timing.stop_reason == "target_ci"
     assert 3 < len(timing.blocks) < 200
 
@@ -79,13 +79,13 @@ def test_target_ci_keeps_repeating_until_the_interval_is_narrow():
 def test_max_repeats_ends_a_search_that_never_gets_narrow_and_says_so():
     alternating = itertools.cycle([1.0, 2.0])
     timing = run_timed(lambda: None, ScriptedClock(alternating),
-                       {"warmup": 0, "steps": 1, "repeats": 3, "target_ci_pct": 0.1, "max_repeats": 12})
+                       Measure(warmup=0, steps=1, repeats=3, target_ci_pct=0.1, max_repeats=12))
     assert timing.stop_reason == "max_repeats" and len(timing.blocks) == 12
 
 
 def test_min_time_runs_blocks_until_enough_time_was_timed():
     timing = run_timed(lambda: None, ScriptedClock(itertools.repeat(0.25)),
-                       {"warmup": 0, "steps": 1, "repeats": 2, "min_time_s": 2.0})
+                       Measure(warmup=0, steps=1, repeats=2, min_time_s=2.0))
     assert timing.stop_reason == "min_time" and len(timing.blocks) == 8
 
 
@@ -102,7 +102,7 @@ def test_telemetry_covers_only_the_timed_blocks():
     def step():
         events.append("step")
 
-    run_timed(step, ScriptedClock(itertools.repeat(1.0)), {"warmup": 2, "steps": 1, "repeats": 2}, telemetry=Probe())
+    run_timed(step, ScriptedClock(itertools.repeat(1.0)), Measure(warmup=2, steps=1, repeats=2), telemetry=Probe())
     assert events == ["step", "step", "step", "start", "step", "step", "stop"]
 
 
@@ -120,7 +120,7 @@ def test_progress_hears_each_phase_and_the_rate_so_far():
     from harness.timing.loop import WallClock
 
     events = []
-    timing = run_timed(lambda: None, WallClock(), {"warmup": 2, "steps": 3, "repeats": 4},
+    timing = run_timed(lambda: None, WallClock(), Measure(warmup=2, steps=3, repeats=4),
                        progress=lambda phase, **figures: events.append((phase, figures)))
     assert [phase for phase, _ in events] == ["first_step", "warmup", "block", "block", "block", "block"]
     assert events[1][1]["first_step_s"] == timing.first_step_s
@@ -131,9 +131,9 @@ def test_progress_hears_each_phase_and_the_rate_so_far():
 
 
 def test_the_stop_rule_reads_the_measure_block_and_names_why_the_loop_ends():
-    fixed = StopRule.from_settings(measure_settings({"repeats": 3}))
+    fixed = StopRule.of(Measure(repeats=3))
     assert (fixed.repeats, fixed.max_repeats, fixed.adaptive) == (3, 3, False)
-    adaptive = StopRule.from_settings(measure_settings({"repeats": 2, "min_time_s": 1.0}))
+    adaptive = StopRule.of(Measure(repeats=2, min_time_s=1.0))
     assert (adaptive.max_repeats, adaptive.adaptive) == (20, True)
     timing = Timing(first_step_s=0.1, steps_per_block=1, blocks=[BlockTime(wall_s=0.3)])
     assert fixed.stop_reason(timing, 1.0) is None and adaptive.stop_reason(timing, 1.0) is None
@@ -160,7 +160,7 @@ def test_the_warm_up_is_timed_and_a_compile_that_lands_there_is_said(monkeypatch
         if len(calls) == 3:  # the second warm-up call does one-time work
             time.sleep(0.08)
 
-    timing = run_timed(step, ScriptedClock(itertools.repeat(0.001)), {"warmup": 4, "steps": 1, "repeats": 2})
+    timing = run_timed(step, ScriptedClock(itertools.repeat(0.001)), Measure(warmup=4, steps=1, repeats=2))
     assert timing.warmup_calls == 4 and timing.warmup_s >= 0.08
     assert timing.fields()["warmup_s"] == timing.warmup_s
     # the scripted first step took 5 s: 0.08 s over four timed calls is under 15% of it
@@ -169,10 +169,10 @@ def test_the_warm_up_is_timed_and_a_compile_that_lands_there_is_said(monkeypatch
     warning = timing.warmup_overrun()
     assert warning and "4 call(s)" in warning and "first_step_s (0.2 s) leaves out" in warning
 
-    steady = run_timed(lambda: None, ScriptedClock(itertools.repeat(0.001)), {"warmup": 4, "steps": 1, "repeats": 2})
+    steady = run_timed(lambda: None, ScriptedClock(itertools.repeat(0.001)), Measure(warmup=4, steps=1, repeats=2))
     steady.first_step_s = 0.2
     assert steady.warmup_overrun() is None  # a warm-up as long as its calls: nothing to say
-    none = run_timed(lambda: None, ScriptedClock(itertools.repeat(0.001)), {"warmup": 0, "steps": 1, "repeats": 2})
+    none = run_timed(lambda: None, ScriptedClock(itertools.repeat(0.001)), Measure(warmup=0, steps=1, repeats=2))
     assert none.warmup_calls == 0 and none.warmup_overrun() is None
 
 

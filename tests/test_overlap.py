@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 from harness.results.store import open_store
 from harness.scenario.load import load_scenario
@@ -37,8 +38,8 @@ def test_each_run_is_taken_by_a_worker_that_imported_while_the_previous_run_set_
     assert "imported_ahead" not in records[0].phases_s  # the first run has nothing before it
     assert all("imported_ahead" in r.phases_s for r in records[1:])
     # while runs 1 and 2 were timed, the worker of the run after them was stopped; the last run had none
-    assert [r.checks.get("paused_states") for r in records] == [["T"], ["T"], None]
-    assert [r.timing.get("paused_workers") for r in records] == [1, 1, None]
+    assert [getattr(r.checks, "paused_states", None) for r in records] == [["T"], ["T"], None]
+    assert [r.timing.paused_workers for r in records] == [1, 1, None]
 
 
 def test_without_overlap_no_worker_starts_ahead(tmp_path, fake_backend, write_scenario):
@@ -47,14 +48,14 @@ def test_without_overlap_no_worker_starts_ahead(tmp_path, fake_backend, write_sc
         records = runner.run(_plan(write_scenario, runs=2)).records
         runner.close()
     assert not any("imported_ahead" in r.phases_s for r in records)
-    assert [r.checks.get("paused_states") for r in records] == [None, None]
+    assert [getattr(r.checks, "paused_states", None) for r in records] == [None, None]
 
 
 def test_on_a_cpu_runs_do_not_overlap_unless_asked(tmp_path, fake_backend, write_scenario):
     spec = _plan(write_scenario, runs=1)[0]
     assert not Runner(None).ahead.overlapping(spec)  # the plan's device is the CPU
     assert not Runner(None, overlap=True).ahead.overlapping(
-        spec.__class__(**{**spec.__dict__, "measure": {**spec.measure, "probe": True}}))
+        replace(spec, probe=True))
 
 
 def test_paused_stops_the_named_process_groups_and_lets_them_go_on(monkeypatch):
@@ -86,7 +87,7 @@ def test_a_run_decided_without_a_worker_does_not_cost_the_next_run_its_worker_ah
         runner.close()
     assert [r.status for r in records] == ["ok", "unsupported", "ok"]
     # the worker started beside the first run was the last run's, passing over the decided one
-    assert records[0].checks.get("paused_states") == ["T"]
+    assert records[0].checks.paused_states == ["T"]
     assert "imported_ahead" in records[2].phases_s
 
 
@@ -105,8 +106,8 @@ def test_with_several_workers_ahead_each_imports_through_every_set_up_until_its_
     assert [r.status for r in records] == ["ok"] * 4
     assert started == [spec.run_id for spec in plan[1:]]  # one worker each, kept from the run it started in
     # run 1 started the workers of runs 2 and 3; run 2 kept run 3's and started run 4's; run 3 had run 4's
-    assert [r.timing.get("paused_workers") for r in records] == [2, 2, 1, None]
-    assert [r.checks.get("paused_states") for r in records] == [["T", "T"], ["T", "T"], ["T"], None]
+    assert [r.timing.paused_workers for r in records] == [2, 2, 1, None]
+    assert [getattr(r.checks, "paused_states", None) for r in records] == [["T", "T"], ["T", "T"], ["T"], None]
     assert all("imported_ahead" in r.phases_s for r in records[1:])
     assert not runner.ahead.pool  # none left over
 
@@ -122,4 +123,4 @@ def test_a_worker_ahead_that_no_coming_run_takes_is_stopped(tmp_path, fake_backe
         stopped = stray.poll() is not None  # before close(), which stops whatever is left
         runner.close()
     assert stopped  # when the first run looked at what comes next
-    assert [r.timing.get("paused_workers") for r in records] == [1, None]  # only the second run's was paused
+    assert [r.timing.paused_workers for r in records] == [1, None]  # only the second run's was paused

@@ -40,15 +40,15 @@ def test_a_session_runs_into_postgresql_and_reads_back_like_sqlite(tmp_path, fak
         assert isinstance(store, PostgresStore)
         rows = store.records()
         sessions = store.sessions()
-        session = store.session(sessions[0]["session_id"])
+        session = store.session(sessions[0].session_id)
     assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
     assert [r["started_at"] for r in rows] == sorted(r["started_at"] for r in rows)  # in the order they ran
     assert sorted(r["params"]["batch"] for r in rows) == [1, 2, 3, 4]
-    assert sessions[0]["state"] == "finished" and sessions[0]["results"] == 4 and sessions[0]["ok"] == 4
-    assert len(session["plan"]) == 4
+    assert sessions[0].state == "finished" and sessions[0].results == 4 and sessions[0].ok == 4
+    assert len(session.plan) == 4
     # the password is in nothing stored or printed
     assert PASSWORD in pg_url
-    assert PASSWORD not in session["command"] and "--store postgresql://harness@" in session["command"]
+    assert PASSWORD not in session.command and "--store postgresql://harness@" in session.command
     assert PASSWORD not in done.stdout + done.stderr
     # pandas, exports and compare read it as they read an SQLite store
     frame = load_results(pg_url)
@@ -76,7 +76,7 @@ def test_an_sqlite_store_imports_into_postgresql_and_back(tmp_path, fake_backend
     assert again.returncode == 0, again.stderr
     with open_store(pg_url, readonly=True) as server, open_store(db, readonly=True) as local:
         assert sorted(r["run_id"] for r in server.records()) == sorted(r["run_id"] for r in local.records())
-        assert [s["session_id"] for s in server.sessions()] == [s["session_id"] for s in local.sessions()]
+        assert [s.session_id for s in server.sessions()] == [s.session_id for s in local.sessions()]
     back = tmp_path / "back.db"
     exported = tmp_path / "all.json"
     out = _harness("results", "--store", pg_url, "--format", "json", cwd=tmp_path)
@@ -94,10 +94,10 @@ def test_a_server_url_in_any_case_opens_the_postgresql_store_through_the_registr
         assert store.path == redact(pg_url).replace("postgresql://", "postgres://", 1)
         store.begin_session("loud", [], scenario_path=None, command=f"harness run x --store {shouted}")
         with store.reopen() as reader:  # a new connection, with the password the display has not
-            assert reader.session("loud")["command"] == f"harness run x --store {redact(shouted)}"
+            assert reader.session("loud").command == f"harness run x --store {redact(shouted)}"
         store.end_session("loud", "finished")
     with open_store(pg_url, readonly=True) as reader:
-        assert [s["state"] for s in reader.sessions()] == ["finished"]
+        assert [s.state for s in reader.sessions()] == ["finished"]
 
 
 @pytest.mark.parametrize("url, says", [
@@ -140,7 +140,7 @@ def test_interrupt_then_resume_completes_the_session(tmp_path, fake_backend, wri
     assert PASSWORD not in err
     with open_store(pg_url) as store:
         session = store.sessions()[0]
-        assert session["state"] == "interrupted" and session["results"] == 2
+        assert session.state == "interrupted" and session.results == 2
     # the hint names the store without its password: the password then comes from the environment
     hint = err.split("finish with: ")[1].split()
     assert hint[:3] == ["harness", "run", "--resume"] and PASSWORD not in " ".join(hint)
@@ -149,7 +149,7 @@ def test_interrupt_then_resume_completes_the_session(tmp_path, fake_backend, wri
     assert done.returncode == 0, done.stderr
     with open_store(pg_url) as store:
         rows = store.records()
-        assert store.sessions()[0]["state"] == "finished"
+        assert store.sessions()[0].state == "finished"
     assert bare.startswith("postgresql://harness@")
     assert len(rows) == 4 and len({r["run_key"] for r in rows}) == 4
 
@@ -168,7 +168,7 @@ def test_a_session_whose_heartbeat_stopped_on_another_host_is_abandoned(pg_url):
         store._heartbeat.sessions.clear()  # this process stands in for submitters elsewhere
     with open_store(pg_url) as store:
         assert store.abandoned == ["stale"]
-        states = {s["session_id"]: s["state"] for s in store.sessions()}
+        states = {s.session_id: s.state for s in store.sessions()}
     assert states == {"stale": "abandoned", "fresh": "running"}
 
 
@@ -182,7 +182,7 @@ def test_a_session_another_host_still_runs_is_not_resumed_twice(tmp_path, pg_url
     with open_store(pg_url) as store:  # once its heartbeat is old, the session is abandoned and can be taken
         store._db.execute("UPDATE sessions SET heartbeat = now() - interval '1 hour'")
         store.reopen_session("busy")
-        assert store.session("busy")["state"] == "running"
+        assert store.session("busy").state == "running"
         store.end_session("busy", "interrupted")
 
 
@@ -237,7 +237,7 @@ def test_eight_submitters_write_one_database_at_once(tmp_path, fake_backend, wri
         rows = store.records()
         sessions = store.sessions()
     assert len(rows) == 48 and len({r["run_id"] for r in rows}) == 48  # nothing lost, no duplicate
-    assert len(sessions) == 8 and {s["state"] for s in sessions} == {"finished"}
-    assert sorted(s["results"] for s in sessions) == [6] * 8
+    assert len(sessions) == 8 and {s.state for s in sessions} == {"finished"}
+    assert sorted(s.results for s in sessions) == [6] * 8
     for row in rows:  # every status right: each scenario's own
         assert row["status"] == ("ok" if actions[int(row["scenario"][1:])] == "ok" else "failed"), row["error"]

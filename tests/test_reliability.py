@@ -26,6 +26,7 @@ from harness.session.capacity_search import search
 from harness.session.resume import remaining_runs, settled_results, work_left
 from harness.timing.settings import Measure
 from tests.conftest import RELIABILITY
+from tests.specs import planned
 
 #: One worker process per configuration (measure.processes, where this harness has it): these tests
 #: count runs, and replicates are not what they test.
@@ -60,9 +61,9 @@ def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path
     _wait_for_marker(tmp_path / "s.marker", 3)  # the third run has started: two finished
     with open_store(db, readonly=True) as store:
         running = store.sessions()[0]
-    assert running["state"] == "running"
+    assert running.state == "running"
     # resuming a session whose process still runs would run its runs twice: refused, nothing written
-    refused = CliRunner().invoke(main, ["run", "--resume", running["session_id"], "--store", str(db)])
+    refused = CliRunner().invoke(main, ["run", "--resume", running.session_id, "--store", str(db)])
     assert refused.exit_code == 2 and "still running" in refused.output, refused.output
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -72,10 +73,10 @@ def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path
         rows = store.records()
         session = store.sessions()[0]
     assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
-    assert session["state"] == "interrupted"
-    assert f"--resume {session['session_id']}" in err
+    assert session.state == "interrupted"
+    assert f"--resume {session.session_id}" in err
 
-    done = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", session["session_id"], "--store", str(db)],
+    done = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", session.session_id, "--store", str(db)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "3 of 5 run(s) have no ok result" in done.stderr
@@ -83,7 +84,7 @@ def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path
         rows = store.records()
     assert len(rows) == 5
     assert len({r["run_key"] for r in rows}) == 5  # each planned run once: nothing redone, nothing missing
-    assert {r["session_id"] for r in rows} == {session["session_id"]}
+    assert {r["session_id"] for r in rows} == {session.session_id}
     RELIABILITY["interrupted sessions resumed"] += 1
 
 
@@ -246,7 +247,7 @@ def test_an_interrupted_capacity_session_resumes_the_searches_it_had_not_finishe
     assert proc.returncode == 130, err
     with open_store(db) as store:
         first = [r for r in store.records() if r["metric"] == "max_batch_size"]
-        session = store.sessions()[0]["session_id"]
+        session = store.sessions()[0].session_id
     assert [r["median"] for r in first] == [37.0]  # one search finished (the plan's order is shuffled)
     # the report counts searches, as --resume does, not the probes that happen to share a planned run's key
     report = subprocess.run([sys.executable, "-m", "harness", "report", "--store", str(db), "-o", str(tmp_path / "rep")],
@@ -348,7 +349,7 @@ def test_resume_counts_planned_runs_not_configurations(tmp_path, fake_backend, w
     rows = _ok(db)
     assert len(rows) == 4 and len({r["run_key"] for r in rows}) == 1  # the same configuration, 4 times
     with open_store(db) as store:
-        assert store.sessions()[0]["state"] == "finished"
+        assert store.sessions()[0].state == "finished"
     RELIABILITY["interrupted sessions resumed"] += 1
 
 
@@ -360,8 +361,8 @@ def test_resume_takes_an_unsupported_answer_as_given_but_not_a_missing_framework
     first = CliRunner().invoke(main, ["run", path, "--store", str(db), "-q"])
     assert first.exit_code != 2, first.output
     with open_store(db) as store:
-        sid = store.sessions()[0]["session_id"]
-        plan = store.session(sid)["plan"]
+        sid = store.sessions()[0].session_id
+        plan = store.session(sid)
         assert [r["status"] for r in store.records()] == ["unsupported"] * 3
         assert work_left(plan, settled_results(store, sid)) == (0, 3, "run(s)")
     with sqlite3.connect(db) as con:  # one run as a Python without the framework would have recorded it
@@ -378,8 +379,7 @@ def test_resume_takes_an_unsupported_answer_as_given_but_not_a_missing_framework
 
 
 def test_resume_matches_replicates_then_counts_the_rest_of_each_configuration():
-    plan = [{"run_key": "A", "replicate": r} for r in range(4)] + [{"run_key": "B", "replicate": 0},
-                                                                     {"run_key": "C"}, {"run_key": "C"}]
+    plan = [planned("A", r) for r in range(4)] + [planned("B", 0), planned("C"), planned("C")]
     # replicate 2 of A finished, and one A result without a replicate index; B's only run; one of C's two
     ok = [("A", 2), ("A", None), ("B", 0), ("C", None)]
     assert remaining_runs(plan, ok) == [False, True, False, True, False, False, True]
@@ -442,7 +442,7 @@ def test_resume_applies_the_memory_limit_the_session_ran_with(tmp_path, fake_bac
 def _filled_store(path, rows=150):
     """A store of `rows` realistic records, closed (everything in the main file)."""
     with open_store(path) as store:
-        store.begin_session("olds", [{"run_key": f"k{i}"} for i in range(rows)], scenario_path=None, command="test")
+        store.begin_session("olds", [planned(f"k{i}") for i in range(rows)], scenario_path=None, command="test")
         for i in range(rows):
             store.add(Result(run_id=f"old{i}", session_id="olds", run_key=f"k{i}", status="ok",
                              started_at=f"2026-11-30T00:00:{i % 60:02d}", median=float(i), env={"pad": "e" * 1500}))
@@ -559,12 +559,12 @@ def test_a_result_the_store_cannot_take_is_kept_beside_it_and_taken_back(tmp_pat
     with open_store(db) as store:
         assert len(store.records()) == 2
         (session,) = store.sessions()
-    assert session["state"] == "failed"  # never left running
+    assert session.state == "failed"  # never left running
     if take_back == "import":
         result = CliRunner().invoke(main, ["results", "--import", str(side), "--store", str(db)])
         assert result.exit_code == 0 and "took 1 new result(s) of 3" in result.output, result.output
         side.unlink()
-    result = CliRunner().invoke(main, ["run", "--resume", session["session_id"], "--store", str(db), "-q"])
+    result = CliRunner().invoke(main, ["run", "--resume", session.session_id, "--store", str(db), "-q"])
     assert result.exit_code == 0, result.output
     assert "2 of 5 run(s) have no ok result" in result.output
     if take_back == "next_run":
@@ -668,13 +668,13 @@ def test_a_signal_at_a_random_moment_loses_no_row(tmp_path, fake_backend, write_
         sessions = store.sessions()
         assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert len(rows) >= reported
-    assert all(s["state"] != "running" for s in sessions)
+    assert all(s.state != "running" for s in sessions)
     if sig == signal.SIGINT:
         assert proc.returncode in (0, 130), err
         if proc.returncode == 130 and "run(s) finished" in err:
             assert f"{len(rows)} of 4 run(s) finished" in err
     if sessions and len(rows) < 4:
-        code, _, err = harness_cli("run", "--resume", sessions[0]["session_id"], "--store", str(db), "-q")
+        code, _, err = harness_cli("run", "--resume", sessions[0].session_id, "--store", str(db), "-q")
         assert code == 0, err
     elif not sessions:
         code, _, err = harness_cli("run", path, "--store", str(db), "-q")

@@ -6,9 +6,15 @@ from __future__ import annotations
 import pytest
 
 from harness.present.report.bars import _ratio_label, not_like_for_like
+from harness.results.compare import ComparisonRow
 
 DEBUG = ("tensorflow[keras=keras3]: TensorFlow eager runs the training step op by op from Python, a debugging mode "
          "(Keras's fit runs the step as a tf.function)")
+
+
+def _row(ratio: float, warnings: str) -> ComparisonRow:
+    return ComparisonRow.from_dict({"workload": "resnet50_train", "ratio": ratio, "verdict": "slower",
+                                    "warnings": warnings, "busy": False})
 
 
 def _label_texts(row) -> list[str]:
@@ -22,14 +28,14 @@ def _label_texts(row) -> list[str]:
 
 
 def test_the_bar_of_a_pair_not_like_for_like_carries_the_caveat():
-    row = {"ratio": 0.54, "verdict": "slower", "warnings": DEBUG, "busy": False}
+    row = _row(0.54, DEBUG)
     assert not_like_for_like(row)
     (text,) = _label_texts(row)
     assert "0.54" in text and "not like for like" in text
 
 
 def test_a_like_for_like_pair_has_no_caveat():
-    row = {"ratio": 0.98, "verdict": "slower", "warnings": "torch: CV 5.3% exceeds 5%", "busy": False}
+    row = _row(0.98, "torch: CV 5.3% exceeds 5%")
     assert not not_like_for_like(row) and not not_like_for_like(None)
     (text,) = _label_texts(row)
     assert "not like for like" not in text

@@ -101,8 +101,8 @@ def test_the_ratio_on_each_bar_is_compare_by_backend_against_the_groups_baseline
     assert [g.label for g in groups] == ["batch_size=32", "batch_size=128"]
     ratios, rows = group_ratios(groups, list(rp.variant_colours(records)))
     keras3 = ratios[(0, "tensorflow[keras=keras3]")]
-    assert keras3["baseline"] == "torch" and keras3["ratio"] == pytest.approx(0.8, abs=0.02)
-    assert keras3["verdict"] == "slower"
+    assert keras3.baseline == "torch" and keras3.ratio == pytest.approx(0.8, abs=0.02)
+    assert keras3.verdict == "slower"
     assert (1, "tensorflow[keras=tf_keras]") not in ratios  # it ran out of memory: no bar, no ratio
     assert groups[1].other["tensorflow[keras=tf_keras]"][0].status == "oom"
 

@@ -53,7 +53,7 @@ def test_an_ok_run_is_a_complete_record(runner):
     assert record.metric == "tflops" and record.unit == "TFLOP/s"
     assert record.tflops == record.median
     assert record.host_peak_rss_bytes > 10_000_000
-    assert record.env["python"] and record.env["packages"]["numpy"]
+    assert record.env.python and record.env.packages["numpy"]
     assert record.pct_of_peak is None  # a fake device has no datasheet: null, never zero
 
 
@@ -61,7 +61,7 @@ def test_a_record_says_where_its_wall_time_went(runner):
     # a probe that costs a minute, most of it outside its two steps, is answered by these phases
     record = runner.execute(spec("sleep", seconds=0.5))
     assert record.status == "ok", record.error
-    phases = record.phases_s
+    phases = record.phases_s.to_dict()
     assert set(phases) == {"open_device", "prepare", "steps", "after", "process"}
     assert phases["prepare"] >= 0.5 > phases["steps"]  # the fake sleeps in prepare, not in its steps
     assert all(v >= 0 for v in phases.values())
@@ -71,7 +71,7 @@ def test_a_record_says_where_its_wall_time_went(runner):
 def test_a_failed_run_keeps_the_phases_it_reached(runner):
     record = runner.execute(spec("raise"))
     assert record.status == "failed"
-    assert set(record.phases_s) == {"open_device", "prepare", "process"}  # it failed preparing
+    assert set(record.phases_s.to_dict()) == {"open_device", "prepare", "process"}  # it failed preparing
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_a_broken_worker_gets_its_status_and_the_next_run_succeeds(runner, actio
     assert text in first.error
     assert second.status == "ok"
     # the environment of every record, whether or not its worker wrote one
-    assert first.env["python"] and first.env["packages"]["numpy"]
+    assert first.env.python and first.env.packages["numpy"]
     stored = {r["run_id"]: r["status"] for r in runner.store.records()}
     assert stored == {first.run_id: status, second.run_id: "ok"}
     RELIABILITY[f"broken workers survived ({action} -> {status}), next run ok"] += 1
@@ -103,7 +103,7 @@ def test_a_hanging_worker_times_out_and_is_stopped(runner):
     assert [r.status for r in outcome.records] == ["timeout", "ok"]
     assert "3 s" in outcome.records[0].error
     stopped = outcome.records[0]
-    assert stopped.env["python"] and stopped.env["captured_by"] == "runner"  # filled by the parent
+    assert stopped.env.python and stopped.env.captured_by == "runner"  # filled by the parent
     assert stopped.median is None and stopped.host_peak_rss_bytes is None
     RELIABILITY["broken workers survived (hang -> timeout), next run ok"] += 1
 
@@ -120,7 +120,7 @@ def test_a_worker_leaves_as_soon_as_its_result_is_written(runner):
 
 def test_a_result_written_before_a_hang_is_kept_with_a_warning(runner):
     record = runner.execute(spec("write_then_hang", timeout_s=3))
-    assert record.status == "ok" and record.samples == [1.0, 1.0, 1.0]
+    assert record.status == "ok" and record.samples == (1.0, 1.0, 1.0)
     assert any("had not exited after 3 s" in w for w in record.warnings)
 
 
@@ -128,7 +128,7 @@ def test_a_backend_that_is_not_registered_is_unsupported_without_a_worker(runner
     record = runner.execute(dataclasses.replace(spec(), backend="nonexistent"))
     assert record.status == "unsupported" and "nonexistent" in record.error
     assert record.duration_s == 0.0
-    assert record.env["python"]
+    assert record.env.python
 
 
 def test_resnet_training_on_one_image_is_unsupported_on_torch_before_any_worker(tmp_path, write_scenario, harness_cli):
@@ -198,11 +198,11 @@ def test_the_store_keeps_every_committed_row_after_the_session_is_killed(tmp_pat
     with open_store(alone, readonly=True) as store:
         assert len(store.records()) >= 3 and store.sessions()
     with open_store(db, readonly=True) as store:  # reading changes nothing: still `running`
-        assert store.sessions()[0]["state"] == "running"
+        assert store.sessions()[0].state == "running"
     with open_store(db) as store:  # opened for writing: its process is gone, so it is marked
         rows = store.records()
         (session,) = store.sessions()
-        assert store.abandoned == [session["session_id"]]
-    assert session["state"] == "abandoned"  # never left `running` by a process that has ended
+        assert store.abandoned == [session.session_id]
+    assert session.state == "abandoned"  # never left `running` by a process that has ended
     assert 3 <= len(rows) < 6
     assert all(r["status"] == "ok" and r["samples"] for r in rows)

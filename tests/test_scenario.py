@@ -11,7 +11,6 @@ from harness.scenario.load import (
     sweep_points,
 )
 from harness.session.plan import build_plan
-from harness.timing.settings import process_bounds
 
 GOOD = {
     "name": "t",
@@ -106,7 +105,7 @@ def test_sweep_is_the_cartesian_product_in_file_order(write_scenario):
     assert len({tuple(sorted(p.items())) for p in points}) == 6
     plan = build_plan(scenario, "s")
     # 6 points x 2 backends x 1 device x processes (under the default `auto`, its least: 4)
-    assert len(plan) == 12 * process_bounds(scenario.measure.model_dump())[0] == 48
+    assert len(plan) == 12 * scenario.measure.process_bounds()[0] == 48
     assert {s.backend for s in plan} == {"torch", "tensorflow"}
     assert len({s.run_key for s in plan}) == 12  # each configuration's processes share its key
 
@@ -118,7 +117,7 @@ def test_overrides_take_the_declared_type_and_replace_a_sweep(write_scenario):
     plan = build_plan(scenario, "s")
     assert plan[0].params["size"] == 4096 and isinstance(plan[0].params["size"], int)
     assert plan[0].params["precision"] == "bf16"
-    assert plan[0].measure["steps"] == 7 and plan[0].seed == 3
+    assert plan[0].measure.steps == 7 and plan[0].seed == 3
 
 
 def test_an_override_list_becomes_a_sweep(write_scenario):
@@ -207,7 +206,7 @@ def test_the_two_gpu_comparison_trains_each_framework_the_way_its_users_do():
     assert {s.backend for s in runs if s.workload == "gemm"} == {"torch", "tensorflow"}
     # at least 4 processes per GPU (processes: auto), the fewest whose rank test can reach p < 0.05: memory is
     # compared from the training records' peaks (--metric peak_allocated_bytes), not from a one-process document
-    assert {s.measure.get("processes") for s in runs} == {"auto"}
+    assert {s.measure.processes for s in runs} == {"auto"}
     assert all(sum(r.run_key == s.run_key for r in runs) == 4 for s in runs)
     assert {s.scenario for s in runs} == {"gpu-comparison-gemm", "gpu-comparison-resnet50-torch",
                                           "gpu-comparison-resnet50-tensorflow"}

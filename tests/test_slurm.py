@@ -65,7 +65,7 @@ def _wait(predicate, timeout=120, what="condition"):
 def _sessions(url):
     try:
         with open_store(url, readonly=True) as store:
-            return [s["session_id"] for s in store.sessions()]
+            return [s.session_id for s in store.sessions()]
     except InputError:  # the submitter has not created the tables yet
         return []
 
@@ -111,7 +111,7 @@ def test_a_sweep_through_slurm_into_postgresql_with_scancel_and_a_time_limit(tmp
     with open_store(pg_url, readonly=True) as store:
         records = _by_seconds(store.records())
         session = store.sessions()[0]
-    assert session["state"] == "finished" and session["results"] == 4
+    assert session.state == "finished" and session.results == 4
     assert records[0.5]["status"] == records[0.6]["status"] == "ok"
     assert records[0.5]["slurm"]["state"] == "COMPLETED" and records[0.5]["slurm"]["node"]
     assert records[40]["status"] == "failed" and records[40]["error"].startswith("cancelled:")
@@ -128,7 +128,7 @@ def test_ctrl_c_cancels_the_jobs_and_resume_submits_only_the_rest(tmp_path, fake
     proc = _submit(tmp_path, path, "--executor", "slurm", "--slurm-config", str(config), "--store", pg_url)
     _wait(lambda: _started(tmp_path, 2), what="the second job to start")
     with open_store(pg_url, readonly=True) as store:
-        session_id = store.sessions()[0]["session_id"]
+        session_id = store.sessions()[0].session_id
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
@@ -138,7 +138,7 @@ def test_ctrl_c_cancels_the_jobs_and_resume_submits_only_the_rest(tmp_path, fake
     assert "CANCELLED" in left.values()
     with open_store(pg_url, readonly=True) as store:
         first = store.records()
-        assert store.sessions()[0]["state"] == "interrupted"
+        assert store.sessions()[0].state == "interrupted"
     assert 1 <= len(first) < 4
     done = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", session_id, "--executor", "slurm",
                            "--slurm-config", str(config), "--store", pg_url], cwd=tmp_path, capture_output=True,
@@ -147,7 +147,7 @@ def test_ctrl_c_cancels_the_jobs_and_resume_submits_only_the_rest(tmp_path, fake
     assert f"{4 - len(first)} of 4 run(s) have no ok result" in done.stderr
     with open_store(pg_url, readonly=True) as store:
         records = store.records()
-        assert store.sessions()[0]["state"] == "finished"
+        assert store.sessions()[0].state == "finished"
     assert len(records) == 4 and len({r["run_key"] for r in records}) == 4
     assert {r["status"] for r in records} == {"ok"}
 
@@ -161,7 +161,7 @@ def test_a_node_drained_mid_session_holds_the_jobs_and_says_why(tmp_path, fake_b
         _wait(lambda: _started(tmp_path, 1), what="the first job to start")
         subprocess.run(["scontrol", "update", "NodeName=localhost", "State=DRAIN", "Reason=harness-test"], check=True)
         with open_store(pg_url, readonly=True) as store:
-            session_id = store.sessions()[0]["session_id"]
+            session_id = store.sessions()[0].session_id
         _wait(lambda: "PENDING" in _session_jobs(session_id).values() and
               all(v != "RUNNING" for v in _session_jobs(session_id).values()), what="the first job to end")
         time.sleep(2)  # the submitter sees the reason

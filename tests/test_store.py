@@ -15,6 +15,7 @@ import pytest
 
 from harness.errors import InputError, StoreError, StoreWriteError
 from harness.results.record import FIELDS, Result
+from harness.results.sessions import SessionSettings, StoredSession
 from harness.results.store import (
     SIDE_MARK,
     explain,
@@ -26,6 +27,7 @@ from harness.results.store import (
     records_frame,
 )
 from harness.results.store.exports import export_text
+from tests.specs import planned
 
 
 def _result(i: int, session: str = "s1", **fields) -> Result:
@@ -39,8 +41,8 @@ def _result(i: int, session: str = "s1", **fields) -> Result:
 def _filled(path, n: int = 6, session: str = "s1") -> list[Result]:
     results = [_result(i, session) for i in range(n)]
     with open_store(path) as store:
-        store.begin_session(session, [{"run_key": r.run_key} for r in results], scenario_path="sc.yaml",
-                            command="harness run sc.yaml", settings={"timeout": 5})
+        store.begin_session(session, [planned(r.run_key) for r in results], scenario_path="sc.yaml",
+                            command="harness run sc.yaml", settings=SessionSettings(timeout_s=5))
         for r in results:
             store.add(r)
         store.end_session(session, "finished")
@@ -88,7 +90,8 @@ def test_an_earlier_versions_record_is_imported_as_it_was_and_read_with_defaults
     row = {"schema_version": 1, "run_id": "old", "session_id": "s", "status": "ok", "median": 3.0}
     (tmp_path / "old.json").write_text(json.dumps([row]))
     (typed,), _, _ = read_importable(tmp_path / "old.json")
-    assert typed.median == 3.0 and typed.replicas == 1 and typed.samples == []
+    assert typed.median == 3.0 and typed.replicas == 1 and typed.samples == () and not typed.timing
+    assert typed.to_dict() == row  # read and written again: the row it was, no default added
     with open_store(tmp_path / "i.db") as store:
         store.import_file(tmp_path / "old.json")
         assert store.records() == [row] and store.results() == [typed]  # no field added to what it stored
@@ -100,13 +103,14 @@ def test_a_session_keeps_its_plan_settings_owner_and_state(tmp_path):
     _filled(db)
     with open_store(db) as store:
         session = store.session("s1")
-        assert session["plan"][0] == {"run_key": "k0"} and session["settings"] == {"timeout": 5}
-        assert session["state"] == "finished" and session["command"] == "harness run sc.yaml"
-        assert session["owner"]["pid"] == os.getpid() and session["owner"]["host"] == platform.node()
+        assert session.plan[0] == planned("k0").to_dict() and session.entries()[0] == planned("k0")
+        assert session.settings == SessionSettings(timeout_s=5) and "memory_limit" not in session.settings
+        assert session.state == "finished" and session.command == "harness run sc.yaml"
+        assert session.owner.pid == os.getpid() and session.owner.host == platform.node()
         (listed,) = store.sessions()
-        assert (listed["results"], listed["ok"]) == (6, 6)
+        assert (listed.results, listed.ok) == (6, 6)
         store.reopen_session("s1")
-        assert store.session("s1")["state"] == "running" and store.session("s1")["finished_at"] is None
+        assert store.session("s1").state == "running" and store.session("s1").finished_at is None
         assert store.ok_run_keys("s1") == {"k0", "k1", "k2"}
         assert store.ok_medians("k0") == [1.0, 4.0]
         assert sorted(store.ok_results("s1")) == [("k0", 0), ("k0", 1), ("k1", 0), ("k1", 1), ("k2", 0), ("k2", 1)]
@@ -119,7 +123,7 @@ def test_a_session_is_found_by_its_id_or_a_unique_literal_prefix(tmp_path):
             store.begin_session(sid, [], scenario_path=None, command="c")
         assert store.find_sessions("abc1") == ["abc1"] and store.find_sessions("abc") == ["abc1", "abc2"]
         assert store.find_sessions("x%") == [] and store.find_sessions("x_") == ["x_y"] and store.find_sessions("") == []
-        assert store.session("abc") is None and store.session("x")["session_id"] == "x_y"
+        assert store.session("abc") is None and store.session("x").session_id == "x_y"
         assert store.resolve_session("abc2") == "abc2"
         with pytest.raises(InputError) as ambiguous:
             store.resolve_session("abc")
@@ -159,10 +163,10 @@ def test_a_session_whose_process_ended_is_marked_abandoned_when_the_store_is_ope
         store.begin_session("live", [], scenario_path=None, command="c")
         store._db.execute("UPDATE sessions SET owner=? WHERE session_id='dead'", (json.dumps(gone),))
     with open_store(db, readonly=True) as store:  # reading changes nothing
-        assert store.abandoned == [] and store.session("dead")["state"] == "running"
+        assert store.abandoned == [] and store.session("dead").state == "running"
     with open_store(db) as store:
         assert store.abandoned == ["dead"]
-        assert {s["session_id"]: s["state"] for s in store.sessions()} == {"dead": "abandoned", "live": "running"}
+        assert {s.session_id: s.state for s in store.sessions()} == {"dead": "abandoned", "live": "running"}
 
 
 # --------------------------------------------------------------------------- side files and imports
@@ -184,7 +188,7 @@ class _FullDisk:
 def test_a_result_the_store_cannot_take_is_kept_in_a_side_file_and_imported_typed(tmp_path):
     db = tmp_path / "f.db"
     with open_store(db) as store:
-        store.begin_session("s1", [{"run_key": "k0"}, {"run_key": "k1"}], scenario_path=None, command="c")
+        store.begin_session("s1", [planned("k0"), planned("k1")], scenario_path=None, command="c")
         store.add(_result(0))
         store._db = _FullDisk(store._db)
         with pytest.raises(StoreWriteError) as failed:
@@ -205,7 +209,7 @@ def test_a_result_the_store_cannot_take_is_kept_in_a_side_file_and_imported_type
         assert store.results() == [_result(0), _result(1)]
     with open_store(tmp_path / "elsewhere.db") as other:
         other.import_file(side)
-        assert other.session("s1")["state"] == "interrupted"  # left running by the process that wrote it
+        assert other.session("s1").state == "interrupted"  # left running by the process that wrote it
 
 
 def test_a_json_export_is_imported_into_another_store_as_it_was(tmp_path):
@@ -288,11 +292,11 @@ def test_a_store_of_an_earlier_version_reads_the_same_and_gains_the_session_colu
     old.commit()
     old.close()
     with open_store(db, readonly=True) as store:
-        assert store.records() == [row] and store.session("s")["settings"] == {}
+        assert store.records() == [row] and not store.session("s").settings
         (typed,) = store.results()
     assert typed.median == 2.0 and typed.replicas == 1  # a field it lacks takes its default
     with open_store(db) as store:
-        assert store.session("s")["owner"] is None
+        assert store.session("s").owner is None
     assert {"settings", "owner"} <= {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(sessions)")}
 
 
@@ -347,7 +351,7 @@ def test_a_journal_is_removed_once_every_result_reads_back_and_kept_otherwise(tm
     db = tmp_path / "j.db"
     store = open_store(db)
     store.begin_session("s1", [], scenario_path=None, command="test")
-    journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
+    journal = Journal(store, StoredSession("s1", state="running"))
     records = [Result(run_id=f"r{i}", session_id="s1", run_key=f"k{i}", status="ok") for i in range(3)]
     for record in records[:2]:
         journal.add(record)
@@ -374,7 +378,7 @@ def test_an_interrupt_whose_handler_runs_inside_a_journal_add_waits_until_the_st
 
     store = open_store(tmp_path / "i.db")
     store.begin_session("s1", [], scenario_path=None, command="test")
-    journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
+    journal = Journal(store, StoredSession("s1", state="running"))
     real_add, seen = store.add, []
 
     def add_after_a_pending_handler(result):
@@ -398,7 +402,7 @@ def test_a_journal_no_folder_takes_still_says_what_the_store_lost(tmp_path, monk
     from harness.session.journal import Journal
 
     store = open_store(tmp_path / "n.db")
-    journal = Journal(store, {"session_id": "s1", "plan": [], "state": "running"})
+    journal = Journal(store, StoredSession("s1", state="running"))
     monkeypatch.setattr(sidefiles, "write_atomic", lambda path, text: False)  # no folder takes a file
     monkeypatch.setattr(store, "add", lambda result: None)  # a store that loses what it is given
     journal.add(Result(run_id="r0", session_id="s1", run_key="k0", status="ok"))

@@ -10,6 +10,7 @@ import os
 import pytest
 
 from harness.errors import StoreError
+from harness.results.sessions import StoredSession
 from harness.results.store import (
     SQLiteStore,
     Store,
@@ -23,6 +24,7 @@ from harness.results.store.contract import StoreClass
 from harness.results.store.postgres import PostgresStore
 from harness.session.journal import Journal
 from tests.fake_store import JsonFileStore
+from tests.specs import planned
 from tests.test_reliability import _fake_scenario
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,7 +69,7 @@ def test_a_store_plugin_registered_under_a_scheme_is_chosen_for_a_url_of_that_sc
         store.begin_session("s1", [], scenario_path=None, command="c")
     assert store_exists(url)
     with open_store(url, readonly=True) as store:
-        assert [s["session_id"] for s in store.sessions()] == ["s1"]
+        assert [s.session_id for s in store.sessions()] == ["s1"]
     assert type(open_store(tmp_path / "a.db")) is SQLiteStore  # the built-ins are still there
 
 
@@ -78,7 +80,7 @@ def test_a_whole_session_runs_into_a_plugin_store_and_the_commands_read_it(plugi
     assert code == 0, err
     with open_store(url, readonly=True) as store:
         (session,) = store.sessions()
-        assert session["state"] == "finished" and session["results"] == session["ok"] == 3
+        assert session.state == "finished" and session.results == session.ok == 3
     code, out, err = harness_cli("results", "--store", url, "--format", "json")
     assert code == 0, err
     assert sorted(r["params"]["batch"] for r in json.loads(out)) == [1, 2, 3]
@@ -160,15 +162,15 @@ def test_the_journal_implements_the_protocol_itself_not_through_getattr(tmp_path
     assert "__getattr__" not in vars(Journal)
     assert [name for name in _members(Store) if name not in vars(Journal)] == []
     store = open_store(tmp_path / "j.db")
-    journal = Journal(store, {"session_id": "s1", "plan": []})
+    journal = Journal(store, StoredSession("s1"))
     assert isinstance(journal, Store) and journal.path == store.path and journal.abandoned is store.abandoned
-    journal.begin_session("s1", [{"run_key": "k"}], scenario_path=None, command="c")
-    assert journal.session("s1")["plan"] == [{"run_key": "k"}] and journal.find_sessions("s") == ["s1"]
+    journal.begin_session("s1", [planned("k")], scenario_path=None, command="c")
+    assert journal.session("s1").entries() == [planned("k")] and journal.find_sessions("s") == ["s1"]
     with journal.reopen() as reader:
-        assert type(reader) is SQLiteStore and reader.sessions()[0]["state"] == "running"
+        assert type(reader) is SQLiteStore and reader.sessions()[0].state == "running"
     journal.end_session("s1", "finished")
     with journal:
-        assert journal.sessions()[0]["state"] == "finished"
+        assert journal.sessions()[0].state == "finished"
     with pytest.raises(StoreError):
         store.sessions()  # closed with the journal
 

@@ -12,6 +12,7 @@ from harness.present.fitting import fit, terminal_width
 from harness.present.table import results_text
 from harness.results.record import Result
 from harness.results.store import open_store
+from tests.specs import planned
 
 LONG_NOTE = ("CV 12.3% exceeds 5%: spread too wide to trust; busy machine: load average 3.1 exceeds the 2 cores; "
              "rate fell 33% from the first to the last timed block")
@@ -39,7 +40,7 @@ def _result(run_id, **fields) -> Result:
 def _store(path, records, sessions=()):
     with open_store(path) as store:
         for sid, command in sessions:
-            store.begin_session(sid, [{"run_key": "k"}] * 2, scenario_path="scenarios/quickstart.yaml", command=command)
+            store.begin_session(sid, [planned("k")] * 2, scenario_path="scenarios/quickstart.yaml", command=command)
             store.end_session(sid, "finished")
         for r in records:
             store.add(Result.from_dict(r))

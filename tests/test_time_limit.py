@@ -121,12 +121,12 @@ def test_a_session_stopped_by_its_time_limit_exits_75_and_resumes(tmp_path, fake
     resume = err.split("Go on with: ")[1].split()
     with open_store(db, readonly=True) as store:
         sessions = store.sessions()
-        assert len(store.results()) == 2 and sessions[-1]["state"] == "interrupted"
-    assert resume[:3] == ["harness", "run", "--resume"] and resume[3] == sessions[-1]["session_id"]
+        assert len(store.results()) == 2 and sessions[-1].state == "interrupted"
+    assert resume[:3] == ["harness", "run", "--resume"] and resume[3] == sessions[-1].session_id
     code, _, err = harness_cli("run", "--resume", resume[3], "--store", db, "--time-limit", "10m", "-q")
     assert code == 0, err
     with open_store(db, readonly=True) as store:
-        assert len(store.results()) == 4 and store.sessions()[-1]["state"] == "finished"
+        assert len(store.results()) == 4 and store.sessions()[-1].state == "finished"
     code, out, _ = harness_cli("run", path, "--store", db, "--time-limit", "9m", "--dry-run")
     assert code == 0 and "time limit: 9 min from the session's start" in out
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import yaml
@@ -56,8 +55,7 @@ def test_an_adaptive_process_count_is_counted_as_its_least_and_most():
     assert count.runs == "8-20" and count.processes == "4-10"
     fixed = prepare_session(SessionRequest(scenario_file="quickstart", overrides=("measure.processes=5",))).plan
     assert count_plan(fixed).runs == "10" and count_plan(fixed).processes == "5"
-    narrow = [dataclasses.replace(s, measure={**s.measure, "min_processes": 2, "max_processes": 8})
-              for s in plan if s.replicate < 2]
+    narrow = [s.with_measure(min_processes=2, max_processes=8) for s in plan if s.replicate < 2]
     count = count_plan(narrow)
     assert (count.configurations, count.least, count.most) == (2, 4, 16)
     assert count.runs == "4-16" and count.processes == "2-8"

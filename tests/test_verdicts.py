@@ -24,11 +24,11 @@ from harness.results.compare import (
     is_difference,
 )
 from harness.timing import stats
-from harness.timing.settings import Measure, process_bounds
+from harness.timing.settings import Measure
 from tests.test_compare import processes, store_records
 
 #: the processes a side gets at the defaults (`processes: auto` plans its least, then adds where the CI asks)
-DEFAULT_PROCESSES = process_bounds(Measure().model_dump())[0]
+DEFAULT_PROCESSES = Measure().process_bounds()[0]
 
 
 def process_record(mean, backend="torch", *, rng, within=0.01, blocks=5, options=None, **params):

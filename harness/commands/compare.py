@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 import click
 
@@ -11,7 +12,7 @@ from harness.present.breakdown import breakdown_text
 from harness.present.comparison import comparison_text, regression_lines
 from harness.results.compare import (
     MIN_EFFECT_PCT,
-    compare,
+    comparison_rows,
     fail_if_slower,
     field_value,
     load_records,
@@ -70,7 +71,7 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
         click.echo(breakdown_text(breakdown_pairs(records, by, baseline), fmt), nl=False)
         return
     _metric_recorded(records, by, metric)
-    table = compare(records, by, baseline, metric, min_effect=min_effect)
+    table = comparison_rows(records, by, baseline, metric, min_effect=min_effect)
     click.echo(comparison_text(table, fmt, wide=wide, records=records, by=by, metric=metric), nl=False)
     if fail_pct is not None:
         regressed = fail_if_slower(table, fail_pct)
@@ -101,13 +102,13 @@ def _metric_recorded(records, by: list[str], metric: str) -> None:
     is a GPU figure: no backend records it on the CPU), naming the sides and the metric to use instead."""
     if metric == "median":
         return
-    sides: dict[str, bool] = {}
+    sides: defaultdict[str, bool] = defaultdict(bool)
     for record in records:
         if record.status != "ok":
             continue
         side = " / ".join(str(field_value(record, f)) for f in by)
         value = getattr(record, metric, None)
-        sides[side] = sides.get(side, False) or value is not None
+        sides[side] = sides[side] or value is not None
     lacking = sorted(side for side, has in sides.items() if not has)
     if not lacking or (len(lacking) == len(sides) and not metric.endswith("_bytes")):
         return  # every side has it, or none has a figure this message could offer another metric for

@@ -8,7 +8,7 @@ import textwrap
 
 import click
 
-from harness.machine.env import capture
+from harness.machine.env import Environment, capture
 from harness.machine.envcheck import environment_warnings
 
 
@@ -22,11 +22,12 @@ def command(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(env, indent=2, default=str))
         return
+    typed = Environment.of(env)
     click.echo(f"python      {env['python']} ({env['executable']})")
     click.echo(f"platform    {env['platform']}")
-    click.echo(f"cpu         {env['cpu']} x {env['cpu_count']} ({env.get('cpu_usable') or '?'} usable), "
+    click.echo(f"cpu         {env['cpu']} x {env['cpu_count']} ({typed.cpu_usable or '?'} usable), "
                f"governor {env['cpu_governor'] or 'unknown'}")
-    load = env.get("load_average")
+    load = typed.load_average
     click.echo("load        " + (" ".join(f"{x:.2f}" for x in load) + " (1, 5, 15 min)" if load else "unknown"))
     mem = env["memory_total_bytes"]
     click.echo(f"memory      {mem / 1024**3:.1f} GiB" if mem else "memory      unknown")
@@ -36,7 +37,7 @@ def command(as_json: bool) -> None:
     for gpu in env["gpus"]:
         click.echo(f"gpu {gpu['index']}       {gpu['name']}, {gpu['memory_total_bytes'] / 1024**3:.0f} GiB, "
                    f"{gpu['memory_used_bytes'] / 1024**3:.1f} GiB used")
-    procs = env.get("gpu_processes")
+    procs = typed.gpu_processes
     if procs is not None:
         others = {i: p for i, p in procs.items() if p}
         click.echo("gpu procs   " + ("; ".join(f"GPU {i}: pids {', '.join(str(x['pid']) for x in p)}"

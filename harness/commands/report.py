@@ -6,6 +6,7 @@ import click
 
 from harness.present.report import write_report
 from harness.results.compare import load_records
+from harness.results.sessions import UnfinishedSession
 from harness.results.store import open_store
 from harness.session.resume import settled_results, work_left
 
@@ -24,7 +25,7 @@ def command(store_path, sessions, output) -> None:
     click.echo(f"wrote {written['html']} and {written['markdown']} ({len(plots)} plot(s)) from {len(records)} result(s)")
 
 
-def unfinished_sessions(store_path, records) -> list[dict]:
+def unfinished_sessions(store_path, records) -> list[UnfinishedSession]:
     """The sessions of these records that did not finish (interrupted, failed, abandoned, still running),
     each with its planned runs (capacity searches, for a capacity session) and how many of them have no ok
     result (what `--resume` would run)."""
@@ -33,10 +34,11 @@ def unfinished_sessions(store_path, records) -> list[dict]:
     with open_store(store_path, readonly=True) as store:
         for session_id in dict.fromkeys(r.session_id for r in records):
             session = store.session(str(session_id)) if session_id else None
-            if session is None or session.get("state") == "finished":
+            if session is None or session.state == "finished":
                 continue
-            plan = session.get("plan") or []
-            left, planned, what = work_left(plan, settled_results(store, session["session_id"]))
-            out.append({"session_id": session["session_id"], "state": session.get("state"),
-                        "planned": planned, "left": left, "what": what})
+            try:
+                left, planned, what = work_left(session, settled_results(store, session.session_id))
+            except ValueError:  # a plan this version cannot read: what is left of it cannot be told
+                continue
+            out.append(UnfinishedSession(session.session_id, session.state, planned, left, what))
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import defaultdict
 from pathlib import Path
 
 import click
@@ -153,18 +154,18 @@ def session_rows(store) -> list[dict]:
     """One row per stored session, oldest first: id, start, status, runs planned, results stored
     (and how many ok), its run time (its records' `duration_s` added up: what the runs took, without the
     gaps of a session stopped and resumed; `run_s` the same in seconds), the command that started it."""
-    seconds: dict[str, float] = {}
-    for r in store.records():
-        seconds[r.get("session_id")] = seconds.get(r.get("session_id"), 0.0) + float(r.get("duration_s") or 0.0)
+    seconds: defaultdict[str, float] = defaultdict(float)
+    for r in store.results():
+        seconds[r.session_id] += float(r.duration_s or 0.0)
     rows = []
     for s in store.sessions():
-        full = store.session(s["session_id"]) or {}
-        started = str(s.get("started_at") or "-")[:19].replace("T", " ")
-        rows.append({"session": s["session_id"], "started (UTC)": started, "status": s.get("state"),
-                     "runs": len(full.get("plan") or []), "results": s.get("results") or 0, "ok": int(s.get("ok") or 0),
-                     "run time": run_time(seconds.get(s["session_id"], 0.0)) if s.get("results") else "-",
-                     "run_s": round(seconds.get(s["session_id"], 0.0), 3),
-                     "scenario": s.get("scenario_path"), "command": full.get("command")})
+        full = store.session(s.session_id)
+        started = str(s.started_at or "-")[:19].replace("T", " ")
+        rows.append({"session": s.session_id, "started (UTC)": started, "status": s.state,
+                     "runs": len(full.plan) if full is not None else 0, "results": s.results, "ok": s.ok,
+                     "run time": run_time(seconds[s.session_id]) if s.results else "-",
+                     "run_s": round(seconds[s.session_id], 3),
+                     "scenario": s.scenario_path, "command": full.command if full is not None else None})
     return rows
 
 

@@ -34,7 +34,6 @@ from harness.session.app import (
 from harness.session.executors import EXECUTORS, sbatch_pairs, slurm_settings
 from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.limits import MIN_MEMORY_LIMIT_TEXT, check_timeout
-from harness.timing.settings import describe_measure, process_bounds
 
 
 def _cluster_flag(ctx, param, value):
@@ -89,10 +88,10 @@ def _show_dry_run(prepared: PreparedSession, wide: bool = False) -> None:
         click.echo(shared)
     for i, spec in enumerate(prepared.plan, 1):
         click.echo(f"  {i:>3}. {run_label(spec, varying, None if wide else terminal_width() - 7)}")
-    for measured in dict.fromkeys(describe_measure(spec.measure) for spec in prepared.plan):
+    for measured in dict.fromkeys(spec.measure.describe() for spec in prepared.plan):
         click.echo(f"measure: {measured}")
     if prepared.rounds is not None:
-        most = sum(process_bounds(spec.measure)[1] for spec in prepared.rounds.configurations)
+        most = sum(spec.measure.process_bounds()[1] for spec in prepared.rounds.configurations)
         click.echo(f"processes auto: these {len(prepared.plan)} run(s), then rounds while a CI over processes is "
                    f"wide; at most {min(most, prepared.rounds.limit or most)} in all")
     say(forecast_lines(planned_forecast(prepared)))

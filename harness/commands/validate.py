@@ -7,7 +7,6 @@ import click
 from harness.session.app import prepare_session
 from harness.session.count import count_plan
 from harness.session.request import SessionRequest
-from harness.timing.settings import describe_measure
 
 
 @click.command("validate")
@@ -31,7 +30,7 @@ def command(scenario_file: str, overrides: tuple[str, ...], max_runs: int | None
         count = count_plan(specs)
         click.echo(f"{path}: ok: {first.scenario} ({first.workload}), {count.configurations} configuration(s) x "
                    f"{count.processes} process(es) = {count.runs} run(s)")
-        click.echo(f"  {describe_measure(first.measure)}")
+        click.echo(f"  {first.measure.describe()}")
     if len(scenarios) > 1:
         total = count_plan(prepared.plan)
         click.echo(f"{path}: {len(scenarios)} scenarios, {total.runs} run(s) in all")

@@ -1,4 +1,5 @@
-"""The environment a result was measured in: versions, GPUs, CPU, relevant variables.
+"""The environment a result was measured in: versions, GPUs, CPU, relevant variables; captured as the JSON
+object a record keeps (`capture`) and read back typed (`Environment`).
 
 Framework versions come from package metadata, so nothing here imports a framework.
 """
@@ -9,7 +10,9 @@ import importlib.metadata as md
 import os
 import platform
 import sys
+from typing import Any
 
+from harness.fields import ListOf, Number, RecordPart
 from harness.machine import nvml
 
 PACKAGES = ("torch", "torchvision", "tensorflow", "tensorflow-cpu", "keras", "numpy", "nvidia-ml-py", "harness")
@@ -176,3 +179,57 @@ def capture() -> dict:
         "variables": {k: os.environ[k] for k in RELEVANT_VARIABLES if k in os.environ},
         **machine_state(),
     }
+
+
+class GpuInfo(RecordPart):
+    """One GPU of the host as NVML listed it (`env.gpus`)."""
+
+    index: int | None = None
+    name: str | None = None
+    memory_total_bytes: int | None = None
+
+
+class FrameworkEnv(RecordPart):
+    """The framework's own side of `env` (`env.framework`, the device's identity): versions, settings, its GPU."""
+
+    gpu_memory_bytes: int | None = None
+    gpu_multiprocessors: int | None = None
+
+
+class Isolation(RecordPart):
+    """How a run kept the host to itself while timed (`env.isolation`, harness.worker.hostlock.timing_lock)."""
+
+    #: exclusive, shared (measure.share_host), unlocked (the lock could not be taken), not_taken (several nodes)
+    mode: str | None = None
+    reason: str | None = None
+
+
+class Environment(RecordPart):
+    """A record's `env`: what `capture()` saw at the end of the run, the framework's side (`framework`) and how the
+    host was kept (`isolation`); what the runner saw (`captured_by: runner`) where the worker wrote none."""
+
+    hostname: str | None = None
+    cpu_count: int | None = None
+    cpu_usable: int | None = None
+    cpu_governor: str | None = None
+    #: the 1, 5 and 15 minute load averages
+    load_average: ListOf(Number | None) | None = None
+    driver: str | None = None
+    packages: dict[str, str | None] | None = None
+    gpus: ListOf(GpuInfo) | None = None
+    #: other compute processes on each GPU, by NVML index
+    gpu_processes: dict[str, list[Any] | None] | None = None
+    #: each GPU's utilisation in percent, by NVML index
+    gpu_utilization: dict[str, Number | None] | None = None
+    variables: dict[str, str] | None = None
+    framework: FrameworkEnv | None = None
+    isolation: Isolation | None = None
+    captured_by: str | None = None
+
+    def variable(self, name: str) -> str:
+        """An environment variable the run saw ('' where unset or not recorded)."""
+        return (self.variables or {}).get(name) or ""
+
+    def gpu_memory_bytes(self, index: int) -> int | None:
+        """The memory of the host's GPU `index` (NVML's numbering), as NVML listed it; None where not listed."""
+        return next((g.memory_total_bytes for g in self.gpus or () if g.index == index), None)

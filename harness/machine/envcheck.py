@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
-from harness.machine.env import capture
+from harness.machine.env import Environment, Isolation, capture
 from harness.machine.nvml import nvml
 
 
@@ -40,17 +41,17 @@ def _throttle_warnings() -> list[str]:
     return out
 
 
-def _cores(env: dict) -> int | None:
+def _cores(env: Environment) -> int | None:
     # the load average counts the whole host's threads: compare it with the host's cores
-    cores = env.get("cpu_count") or env.get("cpu_usable")
+    cores = env.cpu_count or env.cpu_usable
     return int(cores) if cores else None
 
 
-def _gpu_indices(env: dict, device: str | None) -> list[str] | None:
+def _gpu_indices(env: Environment, device: str | None) -> list[str] | None:
     """The NVML indices a run on `device` used (None: every GPU; []: none, a CPU run). With no device
     known (a session's start, `auto`), the GPUs CUDA_VISIBLE_DEVICES leaves visible: no run of this
     process can use the others (whose work busy_reasons still counts: it shares the host)."""
-    visible = ((env.get("variables") or {}).get("CUDA_VISIBLE_DEVICES") or "").strip()
+    visible = env.variable("CUDA_VISIBLE_DEVICES").strip()
     entries = [e.strip() for e in visible.split(",") if e.strip()]
     if device is None or device == "auto":
         return entries if entries and all(e.isdigit() for e in entries) else None
@@ -72,7 +73,7 @@ def _gpu_indices(env: dict, device: str | None) -> list[str] | None:
 BUSY_GPU_PCT = 10
 
 
-def busy_reasons(env: dict | None, device: str | None = None) -> list[str]:
+def busy_reasons(env: Environment | Mapping | None, device: str | None = None) -> list[str]:
     """Why the machine a record (or `harness env`) describes was busy: [] when it was not, or is unknown.
 
     Busy means: the 1-minute load average exceeds the host's cores (more runnable threads than
@@ -81,51 +82,48 @@ def busy_reasons(env: dict | None, device: str | None = None) -> list[str]:
     when the device is not known); for a run on a GPU, another GPU of the host was computing too (its
     processes, or its utilisation where NVML lists none): they share the host's power and cooling, and
     clocks move with them; or the run was timed with the host shared (`measure.share_host`) or without the
-    host's timing lock. Records made before this was captured say nothing.
+    host's timing lock. Records made before this was captured say nothing. `env`: a record's, or what
+    `capture()` gives.
     """
-    env = env or {}
+    env = Environment.of(env)
     out = []
-    load = env.get("load_average")
-    cores = _cores(env)
+    load, cores = env.load_average, _cores(env)
     if load and cores and load[0] is not None and float(load[0]) > cores:
         out.append(f"load average {float(load[0]):.1f} exceeds the {cores} cores")
-    return out + _gpu_reasons(env, _gpu_indices(env, device)) + _isolation_reasons(env.get("isolation"))
+    return out + _gpu_reasons(env, _gpu_indices(env, device)) + _isolation_reasons(env.isolation)
 
 
-def _gpu_reasons(env: dict, wanted: list[str] | None) -> list[str]:
+def _gpu_reasons(env: Environment, wanted: list[str] | None) -> list[str]:
     """Other work on the run's GPUs (`wanted`; None: any), and, for a GPU run, on the host's other GPUs."""
     out = []
-    procs = env.get("gpu_processes")
-    procs = procs if isinstance(procs, dict) else {}
+    procs = env.gpu_processes or {}
     for index, found in sorted(procs.items()):
         if found and (wanted is None or str(index) in wanted):
             out.append(f"{len(found)} other process(es) computing on GPU {index}")
         elif found and wanted:
             out.append(f"{len(found)} process(es) computing on the host's GPU {index}, beside this run's GPU")
-    utilization = env.get("gpu_utilization")
-    if wanted and isinstance(utilization, dict):
-        for index, pct in sorted(utilization.items()):
-            if str(index) not in wanted and not procs.get(str(index)) and isinstance(pct, (int, float)) \
-                    and pct > BUSY_GPU_PCT:
+    if wanted and env.gpu_utilization:
+        for index, pct in sorted(env.gpu_utilization.items()):
+            if str(index) not in wanted and not procs.get(str(index)) and pct is not None and pct > BUSY_GPU_PCT:
                 out.append(f"the host's GPU {index} was {pct:.0f}% busy beside this run's GPU")
     return out
 
 
-def _isolation_reasons(isolation) -> list[str]:
+def _isolation_reasons(isolation: Isolation | None) -> list[str]:
     """A run timed without the host to itself (harness.worker.hostlock): shared on purpose, or unlocked."""
-    if not isinstance(isolation, dict):
+    if isolation is None:
         return []
-    if isolation.get("mode") == "shared":
+    if isolation.mode == "shared":
         return ["timed with the host shared (measure.share_host): other sessions may have timed runs beside it"]
-    if isolation.get("mode") == "unlocked":
-        return [f"timed without the host's timing lock ({isolation.get('reason') or 'it could not be taken'})"]
+    if isolation.mode == "unlocked":
+        return [f"timed without the host's timing lock ({isolation.reason or 'it could not be taken'})"]
     return []
 
 
-def environment_warnings(env: dict | None = None) -> list[str]:
+def environment_warnings(env: Environment | Mapping | None = None) -> list[str]:
     """Warnings about this machine's state: a busy CPU or GPU, throttling, debug settings, CPU governor."""
 
-    env = env or capture()
+    env = Environment.of(env or capture())
     out = [f"busy machine: {reason}: runs started now share it, and their figures will vary with that load"
            for reason in busy_reasons(env)]
     out += _throttle_warnings()
@@ -133,7 +131,7 @@ def environment_warnings(env: dict | None = None) -> list[str]:
         out.append("CUDA_LAUNCH_BLOCKING=1 serializes every kernel launch: timings will not reflect normal use")
     if hasattr(sys, "gettotalrefcount"):
         out.append("this Python is a debug build: host-side overhead is inflated")
-    governor = env.get("cpu_governor")
+    governor = env.cpu_governor
     if governor and governor != "performance":
         out.append(f"CPU frequency governor is {governor!r}, not 'performance': host-bound figures may vary")
     return out

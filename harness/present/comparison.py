@@ -11,12 +11,13 @@ from harness.present.fitting import describe, fit, terminal_width, wrap
 from harness.present.report.page import markdown_table, markdown_text
 from harness.results.compare import (
     CI_WITHIN,
-    DATASHEET_COLUMNS,
-    RESULT_COLUMNS,
+    FIGURE_COLUMNS,
+    ComparisonRow,
     describe_common,
     describe_fastest,
     display_rows,
     fastest_configurations,
+    frame_of,
     slowdown_pct,
     table_notes,
 )
@@ -40,21 +41,21 @@ def _plain(value):
     return value
 
 
-def _shown_rows(raw: list[dict], rows: list[dict], metric: str) -> list[dict]:
+def _shown_rows(raw: list[ComparisonRow], rows: list[dict], metric: str) -> list[dict]:
     """The display rows with the match fields as they were (not through compare's number format), a
     ratio without an interval saying `[n/a]`, and a byte metric's figures in GiB or MiB."""
     shown = []
     for source, row in zip(raw, rows):
         row = dict(row)
         for key in row:
-            if key in source and key not in RESULT_COLUMNS and key not in DATASHEET_COLUMNS and key != "verdict":
-                row[key] = cell(source[key])
-        ratio = row.get("ratio [95% CI]")
+            if key in source.where and key not in FIGURE_COLUMNS and key != "verdict":
+                row[key] = cell(source.fixed(key))
+        ratio = row["ratio [95% CI]"]
         if ratio and ratio != "-" and "[" not in ratio:
             row["ratio [95% CI]"] = f"{ratio} [n/a]"
         if metric.endswith("_bytes"):
-            row["baseline median"] = size_text(source.get("baseline_median"))
-            row["median"] = size_text(source.get("value_median"))
+            row["baseline median"] = size_text(source.baseline_median)
+            row["median"] = size_text(source.value_median)
             row.pop("unit", None)
         shown.append(row)
     return shown
@@ -64,14 +65,14 @@ def _shared_reasons(shown: list[dict]) -> list[str]:
     """Where every row's verdict gives the same reason (`inconclusive: 1 process per side ...`), the cells
     keep the verdict's word and the reason becomes one line under the table; so does a within-process CI."""
     notes = []
-    verdicts = {str(r.get("verdict", "")) for r in shown}
+    verdicts = {str(r["verdict"]) for r in shown}
     if len(verdicts) == 1 and ": " in next(iter(verdicts)):
         word, reason = next(iter(verdicts)).split(": ", 1)
         for row in shown:
             row["verdict"] = word
         notes.append(f"{word}: {reason}")
     suffix = f" {CI_WITHIN}"
-    ratios = [str(r.get("ratio [95% CI]", "")) for r in shown]
+    ratios = [str(r["ratio [95% CI]"]) for r in shown]
     if ratios and all(r.endswith(suffix) for r in ratios):
         for row in shown:
             row["ratio [95% CI]"] = row["ratio [95% CI]"][: -len(suffix)]
@@ -83,8 +84,8 @@ def _one_table(shown: list[dict], common: dict, *, wide: bool, width: int | None
     rest = {k: cell(v) for k, v in common.items() if k != "compared"}
     notes = [] if wide else _shared_reasons(shown)
     for name in ("baseline", "verdict"):  # the same in every row: said once above the table
-        if not wide and len(shown) > 1 and len({str(r.get(name)) for r in shown}) == 1:
-            rest[name] = shown[0].get(name)
+        if not wide and len(shown) > 1 and len({str(r[name]) for r in shown}) == 1:
+            rest[name] = shown[0][name]
             shown = [{k: v for k, v in row.items() if k != name} for row in shown]
     fitted = fit(shown, width=width, wide=wide, keep=COMPARE_KEEP, required=COMPARE_REQUIRED,
                  shorten={"warnings": 16, "verdict": 32}, optional=COMPARE_OPTIONAL, last_resort=COMPARE_LAST_RESORT)
@@ -98,8 +99,8 @@ def _one_table(shown: list[dict], common: dict, *, wide: bool, width: int | None
     return lines + [wrap([n], fitted.width) for n in notes]
 
 
-def table_lines(table, common: dict, rows: list[dict], *, wide: bool = False, width: int | None = None,
-                metric: str = "median") -> list[str]:
+def table_lines(table: list[ComparisonRow], common: dict, rows: list[dict], *, wide: bool = False,
+                width: int | None = None, metric: str = "median") -> list[str]:
     """The comparison for the terminal: `compared: ...; every row: ...` (what the rows share,
     wrapped), the table fitted to the width, and a line saying what it shortened or left out.
 
@@ -109,15 +110,14 @@ def table_lines(table, common: dict, rows: list[dict], *, wide: bool = False, wi
     metric (`host_peak_rss_bytes`) reads in GiB or MiB.
     """
 
-    raw = table.to_dict(orient="records") if hasattr(table, "to_dict") else list(table)
-    shown = _shown_rows(raw, rows, metric)
-    compared = common.get("compared")
-    workloads = list(dict.fromkeys(r.get("workload") for r in raw))
+    shown = _shown_rows(table, rows, metric)
+    compared = common["compared"]
+    workloads = list(dict.fromkeys(r.fixed("workload") for r in table))
     if len(workloads) < 2:
         return _one_table(shown, common, wide=wide, width=width, lead=f"compared: {compared}")
     lines = []
     for workload in workloads:
-        mine = [row for source, row in zip(raw, shown) if source.get("workload") == workload]
+        mine = [row for source, row in zip(table, shown) if source.fixed("workload") == workload]
         part = [{k: v for k, v in row.items() if k != "workload"} for row in mine]
         if lines:
             lines.append("")
@@ -133,14 +133,16 @@ def size_text(value) -> str:
     return f"{value / 1024**3:.2f} GiB" if abs(value) >= 1024**3 else f"{value / 1024**2:.1f} MiB"
 
 
-def comparison_text(table, fmt: str, *, wide: bool, records=None, by=(), metric: str = "median") -> str:
+def comparison_text(table: list[ComparisonRow], fmt: str, *, wide: bool, records=None, by=(),
+                    metric: str = "median") -> str:
     """The comparison in a format (table, csv, json, markdown), as `harness compare` prints it: a table or
-    Markdown with the notes under it and, by backend, each variant's fastest configuration (of `records`)."""
+    Markdown with the notes under it and, by backend, each variant's fastest configuration (of `records`). CSV
+    and JSON are the rows of `compare`'s DataFrame."""
     if fmt == "json":
-        rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict(orient="records")]
+        rows = [{k: _plain(v) for k, v in r.items()} for r in frame_of(table).to_dict(orient="records")]
         return json.dumps(rows, indent=1, default=str) + "\n"
     if fmt == "csv":
-        return table.to_csv(index=False)
+        return frame_of(table).to_csv(index=False)
     common, rows = display_rows(table)
     if fmt == "markdown":
         lines = [markdown_text(describe_common(common)) + "\n", markdown_table(rows)]
@@ -157,20 +159,20 @@ def comparison_text(table, fmt: str, *, wide: bool, records=None, by=(), metric:
     return "".join(line + "\n" for line in lines)
 
 
-def _where(row: dict, common: dict) -> str:
+def _where(row: ComparisonRow, common: dict) -> str:
     """The match fields that tell this row from the others ('' when there is one kind of row)."""
 
-    skip = set(RESULT_COLUMNS) | set(DATASHEET_COLUMNS) | set(common)
-    where = ", ".join(f"{k}={v}" for k, v in row.items() if k not in skip and v is not None and v == v)
+    skip = FIGURE_COLUMNS | set(common)
+    where = ", ".join(f"{k}={v}" for k, v in row.where.items() if k not in skip and v is not None and v == v)
     return f" for {where}" if where else ""
 
 
-def regression_lines(table, regressed: list[dict], pct: float) -> list[str]:
+def regression_lines(table: list[ComparisonRow], regressed: list[ComparisonRow], pct: float) -> list[str]:
     """What `--fail-if-slower PCT` says: a line per regressed row and a last line for the whole table."""
     common, _ = display_rows(table)
-    lines = [f"regression: {row['value']} is {slowdown_pct(row):.1f}% slower than {row['baseline']}"
-             f" (ratio {row['ratio']:.4g} [{row['ratio_ci_low']:.4g}, {row['ratio_ci_high']:.4g}],"
-             f" p={row['p_value']:.2g}){_where(row, common)}" for row in regressed]
+    lines = [f"regression: {row.value} is {slowdown_pct(row):.1f}% slower than {row.baseline}"
+             f" (ratio {row.ratio:.4g} [{row.ratio_ci_low:.4g}, {row.ratio_ci_high:.4g}],"
+             f" p={row.p_value:.2g}){_where(row, common)}" for row in regressed]
     if regressed:
         return lines + [f"{len(regressed)} row(s) slower by more than {pct:g}%"]
     return [f"no row slower by more than {pct:g}%"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from collections import Counter
 
 import click
 
 from harness.present.fitting import describe, terminal_width
 from harness.results.record import Result
 from harness.session.forecast import CPU_TFLOPS, Forecast
+from harness.session.progress import ProgressEvent
 from harness.session.request import SessionObserver, SessionStarted
 from harness.workloads import WORKLOADS
 
@@ -81,11 +83,11 @@ def varying_keys(plan) -> list[str]:
     varying = [k for k in ("workload", "device") if len({getattr(s, k) for s in plan}) > 1]
     for specs in _by_workload(plan).values():
         seen: dict[str, set] = {}
-        present: dict[str, int] = {}
+        present: Counter[str] = Counter()
         for spec in specs:
             for key, value in _settings(spec):
                 seen.setdefault(key, set()).add(repr(value))
-                present[key] = present.get(key, 0) + 1
+                present[key] += 1
         varying += [k for k, v in seen.items() if (len(v) > 1 or present[k] < len(specs)) and k not in varying]
     return varying
 
@@ -190,7 +192,7 @@ class Progress:
             head = head[: max(1, room - 3)].rstrip() + "..."
         self._line(head + tail)
 
-    def progress(self, spec, event: dict) -> None:
+    def progress(self, spec, event: ProgressEvent | dict) -> None:
         """One event from the running worker (harness.timing.loop.run_timed's phases)."""
         text = describe_event(spec, event, live=self.live)
         if text is None:
@@ -201,20 +203,18 @@ class Progress:
             self._line(f"{self.at} {text}")
 
 
-def _number(event: dict, key: str) -> float | None:
-    value = event.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def describe_event(spec, event: dict, *, live: bool) -> str | None:
-    """A progress event in words: the phase, the rate so far with its unit, the time left. None
+def describe_event(spec, event: ProgressEvent | dict, *, live: bool) -> str | None:
+    """A progress event (or its JSON object) in words: the phase, the rate so far with its unit, the time left. None
     for an event a log need not show (not live: only the first step's end and the timed blocks)."""
-    phase = event.get("phase")
-    probe = f"probe at batch_size={spec.params.get('batch_size')}: " if spec.measure.get("probe") else ""
+    event = ProgressEvent.of(event)
+    if event is None:
+        return None
+    phase, number = event.phase, event.figure
+    probe = f"probe at batch_size={spec.param('batch_size')}: " if spec.probe else ""
     if phase == "first_step":
         return f"{probe}first step (trace, compile, autotune)..." if live else None
     if phase == "warmup":
-        first, warmup = _number(event, "first_step_s"), int(_number(event, "warmup") or 0)
+        first, warmup = number("first_step_s"), int(number("warmup") or 0)
         done = f"first step done in {format_duration(first)}" if first is not None else "first step done"
         if live:
             return f"{probe}warm-up: {warmup} step(s) ({done})" if warmup else f"{probe}{done}; timing the first block"
@@ -222,19 +222,20 @@ def describe_event(spec, event: dict, *, live: bool) -> str | None:
     if phase == "block":
         return probe + _describe_block(spec, event)
     if phase == "host_lock":  # harness.worker.hostlock: another session on this host is timing a run
-        if event.get("waiting"):
-            return (f"{probe}waiting for the host's timing lock ({event.get('lock')}), held by "
-                    f"{event.get('holder') or 'another harness session'}: two sessions never time at once")
-        return f"{probe}got the host's timing lock after {format_duration(_number(event, 'waited_s') or 0.0)}"
+        if event.waiting:
+            return (f"{probe}waiting for the host's timing lock ({event.lock}), held by "
+                    f"{event.holder or 'another harness session'}: two sessions never time at once")
+        return f"{probe}got the host's timing lock after {format_duration(number('waited_s') or 0.0)}"
     if phase == "probe_done":  # harness.session.capacity, after each probe: its answer and where its time went
         return probe + _describe_probe(event)
     return None
 
 
-def _describe_block(spec, event: dict) -> str:
+def _describe_block(spec, event: ProgressEvent) -> str:
     """A timed block: which of how many, the rate so far, the time left (at most, for adaptive blocks)."""
-    block, repeats = int(_number(event, "block") or 0), int(_number(event, "repeats") or 0)
-    most, block_s, rate = int(_number(event, "max_repeats") or repeats), _number(event, "block_s"), _number(event, "rate")
+    number = event.figure
+    block, repeats = int(number("block") or 0), int(number("repeats") or 0)
+    most, block_s, rate = int(number("max_repeats") or repeats), number("block_s"), number("rate")
     workload = WORKLOADS.get(spec.workload)
     unit = workload.unit if workload is not None else ""
     figure = f"{rate:.4g} {unit} so far" if rate is not None else "no rate yet"
@@ -249,19 +250,18 @@ def _describe_block(spec, event: dict) -> str:
     return f"{of}: {figure}{left}"
 
 
-def _describe_probe(event: dict) -> str:
+def _describe_probe(event: ProgressEvent) -> str:
     """A capacity probe's answer, its peak when it fit, and where its time went."""
-    outcome = {True: "fits", False: "does not fit", None: "failed"}[event.get("fits")]
-    if event.get("fits") is False and event.get("status") not in ("oom", None):
-        outcome += f" ({event['status']})"
-    peak = _number(event, "peak_allocated_bytes")
-    if event.get("fits") and peak:
+    outcome = {True: "fits", False: "does not fit", None: "failed"}[event.fits]
+    if event.fits is False and event.status not in ("oom", None):
+        outcome += f" ({event.status})"
+    peak = event.figure("peak_allocated_bytes")
+    if event.fits and peak:
         outcome += f", peak {peak / 2**30:.1f} GiB"
-    seconds, parts = _number(event, "seconds"), event.get("phases_s") or {}
+    seconds, parts = event.figure("seconds"), event.phases_s
     names = (("process", "process start/exit"), ("open_device", "framework and device"),
              ("prepare", "model and inputs"), ("steps", "steps"))
-    split = ", ".join(f"{label} {parts[key]:.0f} s" for key, label in names
-                      if isinstance(parts.get(key), (int, float)))
+    split = ", ".join(f"{label} {parts[key]:.0f} s" for key, label in names if key in parts)
     took = f" in {seconds:.0f} s" if seconds is not None else ""
     return f"{outcome}{took}" + (f" ({split})" if split else "")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 from harness.errors import InputError
@@ -17,7 +18,8 @@ from harness.present.cells import run_time
 from harness.present.report.page import Markdown, markdown_table
 from harness.results.compare import (
     METRICS,
-    compare,
+    ComparisonRow,
+    comparison_rows,
     describe_common,
     display_rows,
     field_value,
@@ -67,8 +69,8 @@ def _filter_text(where: dict) -> str:
     return "; ".join(f"{field}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for field, v in where.items())
 
 
-def _verdict(row: dict, source: dict) -> str:
-    if source.get("baseline_runs", 0) < 2 and source.get("value_runs", 0) < 2:
+def _verdict(row: dict, source: ComparisonRow) -> str:
+    if source.baseline_runs < 2 and source.value_runs < 2:
         return ONE_PROCESS
     return str(row["verdict"]).split(":")[0]
 
@@ -76,13 +78,12 @@ def _verdict(row: dict, source: dict) -> str:
 def section_rows(section: PageSection, records: list[Result]) -> tuple[dict, list[dict]]:
     """(what every row shares, the rows as the page shows them) of one section's comparison."""
     try:
-        table = compare(records, section.by, section.baseline, section.metric)
+        table = comparison_rows(records, section.by, section.baseline, section.metric)
     except InputError as exc:
         raise InputError(f"section {section.id}: {exc}", source=exc.source, field=f"sections.{section.id}") from None
     common, rows = display_rows(table)
-    raw = table.to_dict(orient="records")
     shown = []
-    for source, row in zip(raw, rows):
+    for source, row in zip(table, rows):
         config = {k: v for k, v in row.items() if k not in PAGE_COLUMNS and k not in HIDDEN and k not in
                   ("change", "p", "warnings")}
         picked = {k: row[k] for k in PAGE_COLUMNS if k in row}
@@ -163,10 +164,8 @@ def time_rows(section: PageSection, records: list[Result]) -> list[dict]:
 def _time_cells(records: list[Result]) -> dict:
     run_s = sum(r.duration_s or 0.0 for r in records)
     first_s = sum(r.first_step_s or 0.0 for r in records if r.status == "ok")
-    blocks_s = sum(sum((r.timing or {}).get("block_wall_s") or []) for r in records if r.status == "ok")
-    per_config: dict[str, int] = {}
-    for record in (r for r in records if r.status == "ok"):
-        per_config[record.run_key] = per_config.get(record.run_key, 0) + 1
+    blocks_s = sum(r.timing.blocks_s() for r in records if r.status == "ok")
+    per_config = Counter(r.run_key for r in records if r.status == "ok")
     counts = sorted(set(per_config.values()))
     ok, unsupported = sum(r.status == "ok" for r in records), sum(r.status == "unsupported" for r in records)
     return {"runs": f"{len(records)} ({ok} measured, {unsupported} decided at once)",

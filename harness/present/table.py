@@ -6,6 +6,7 @@ its rows share on a line above it. A value reads in a cell as harness.present.ce
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 
 from harness.present.cells import ci_text, gib, is_missing, number, sample_count
 from harness.present.fitting import describe, fit
@@ -34,7 +35,7 @@ def _notes(r: Result) -> str:
 def _summary_row(r: Result, params: list[str]) -> dict:
     row = {"backend": r.backend, "device": r.device}
     for p in params:
-        row[p] = (r.params or {}).get(p)
+        row[p] = r.param(p)
     row["status"] = r.status
     median = r.median
     if not is_missing(median):
@@ -116,9 +117,7 @@ def results_text(records: list[Result], *, width: int | None = None, wide: bool 
 
 
 def _status_text(records: list[Result]) -> str:
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    counts = Counter(str(r.status) for r in records)
     if len(counts) == 1:
         return next(iter(counts))
     return ", ".join(f"{status} {n}" for status, n in counts.items())
@@ -131,7 +130,7 @@ def _configuration_row(records: list[Result], names: list[str]) -> dict:
     ok = [r for r in records if r.status == "ok" and not is_missing(r.median)]
     row = {"scenario": first.scenario, "workload": first.workload, "backend": backend_variant(first),
            "device": first.device, "device name": first.device_name}
-    row.update({p: (first.params or {}).get(p) for p in names})
+    row.update({p: first.param(p) for p in names})
     row["status"] = _status_text(records)
     row["processes"] = len(records)
     medians = sorted(float(r.median) for r in ok)

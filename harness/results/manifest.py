@@ -128,19 +128,18 @@ def store_facts(records: list[Result]) -> dict:
     dates = sorted({r.started_at[:10] for r in records if r.started_at})
     hardware, drivers, software = set(), set(), {}
     for record in records:
-        env = record.env or {}
-        gpus = env.get("gpus") or []
-        if gpus:
-            names = sorted({g.get("name") for g in gpus})
-            hardware.add(f"{len(gpus)} x {', '.join(names)}")
-        if env.get("driver"):
-            drivers.add(env["driver"])
-        versions = dict(env.get("packages") or {})
+        env = record.env
+        if env.gpus:
+            names = sorted({g.name for g in env.gpus})
+            hardware.add(f"{len(env.gpus)} x {', '.join(names)}")
+        if env.driver:
+            drivers.add(env.driver)
+        versions = dict(env.packages or {})
         # the framework's own version (a plugin's framework is not in `packages`; torch's adds its CUDA build)
         if record.backend in SOFTWARE and record.framework_version:
             versions[record.backend] = record.framework_version
         for name in SOFTWARE:
-            if versions.get(name):
+            if name in versions and versions[name]:
                 software.setdefault(name, set()).add(versions[name])
     return {"dates": dates, "hardware": " / ".join(sorted(hardware)) or "CPU only",
             "driver": " / ".join(sorted(drivers)) or None,

@@ -1,10 +1,12 @@
 """The result record: one flat, pandas-friendly row per run, typed as `Result`.
 
 `Result` is the one place a record is assembled: the runner starts one from the RunSpec, the worker
-(harness.worker.execute) fills what it measured, and `to_dict()` gives the row the store, exports and
+(harness.worker.execute) measures what goes in it, and `to_dict()` gives the row the store, exports and
 users' notebooks read. Its field names are the public contract: add fields freely, rename none.
-What is read from a record beyond its fields (the GPU it saw, whether it failed, the capacity search
-it probed for) is read by its accessors here, in one place.
+A record is immutable and validated on construction (pyperf's `Run`): its parts are typed
+(harness.results.parts, harness.machine.env.Environment), its params, options, api and notes read-only
+mappings; a change is a copy (`updated`, `merged`, `with_note`). What is read from a record beyond its
+fields (the GPU it saw, whether it failed, the capacity search it probed for) is read by its accessors here.
 """
 
 from __future__ import annotations
@@ -13,9 +15,22 @@ import dataclasses
 import datetime as _dt
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from pydantic import ConfigDict, ValidationError
+from pydantic.dataclasses import dataclass
+
+from harness.fields import FrozenDict, ListOf, Number, ReadOnlyMapping, RecordPart
+from harness.machine.env import Environment
+from harness.results.parts import (
+    BlockTiming,
+    Checks,
+    Distributed,
+    PhaseSeconds,
+    Profile,
+    Telemetry,
+)
 from harness.workloads import WORKLOADS
 
 SCHEMA_VERSION = 1
@@ -24,7 +39,11 @@ SCHEMA_VERSION = 1
 FAILING_STATUSES = ("failed", "timeout", "oom", "diverged")
 
 
-@dataclass
+class RecordError(ValueError):
+    """A row that is no record: a field of the wrong type (the message names the field)."""
+
+
+@dataclass(frozen=True, config=ConfigDict(arbitrary_types_allowed=False))
 class Result:
     """One run's result record. A figure that could not be measured is None, never zero."""
 
@@ -45,55 +64,58 @@ class Result:
     #: replica's items per second, and `params.batch_size` is per replica (docs/distributed.md)
     replicas: int = 1
     #: a data-parallel run's layout and settings: world_size, nodes, launcher, per-rank devices, peaks and
-    #: inputs, the gradient all-reduce settings, which rank failed ({} for a plain run)
-    distributed: dict = field(default_factory=dict)
+    #: inputs, the gradient all-reduce settings, which rank failed (empty for a plain run)
+    distributed: Distributed = field(default_factory=Distributed)
     #: global rate / (replicas x the median rate of the same configuration at 1 replica), where the store
     #: held that configuration when this run finished; compare and report compute it from the store too
-    scaling_efficiency: float | None = None
-    params: dict = field(default_factory=dict)
+    scaling_efficiency: Number | None = None
+    params: ReadOnlyMapping = field(default_factory=FrozenDict)
     #: the backend's own options (which Keras, which compile mode), validated, defaults filled
-    options: dict = field(default_factory=dict)
-    api: dict = field(default_factory=dict)
+    options: ReadOnlyMapping = field(default_factory=FrozenDict)
+    api: ReadOnlyMapping = field(default_factory=FrozenDict)
     status: str | None = None
     error: str | None = None
     metric: str | None = None
     unit: str | None = None
-    median: float | None = None
-    iqr: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    cv: float | None = None
-    samples: list = field(default_factory=list)
-    step_time_s: float | None = None
-    first_step_s: float | None = None
+    median: Number | None = None
+    iqr: Number | None = None
+    ci_low: Number | None = None
+    ci_high: Number | None = None
+    cv: Number | None = None
+    samples: ListOf(Number | None) = ()
+    step_time_s: Number | None = None
+    first_step_s: Number | None = None
     #: the compilation caches this process started with: `cold` (empty), `warm` (filled by an earlier process of
     #: its configuration), `none` (its framework has no cache harness points); None in records made before
     compile_cache: str | None = None
     peak_allocated_bytes: int | None = None
     device_used_bytes: int | None = None
     host_peak_rss_bytes: int | None = None
-    tflops: float | None = None
-    pct_of_peak: float | None = None
-    energy_j: float | None = None
-    avg_power_w: float | None = None
-    checks: dict = field(default_factory=dict)
-    timing: dict = field(default_factory=dict)
-    telemetry: dict = field(default_factory=dict)
+    tflops: Number | None = None
+    pct_of_peak: Number | None = None
+    energy_j: Number | None = None
+    avg_power_w: Number | None = None
+    checks: Checks = field(default_factory=Checks)
+    timing: BlockTiming = field(default_factory=BlockTiming)
+    telemetry: Telemetry = field(default_factory=Telemetry)
     #: where the step's time goes, from the framework's own profiler after the timed blocks (measure.profile):
     #: seconds per step in each class and idle, the top kernels; {"error": why} where the profiler failed;
-    #: {} where the run was not profiled (docs/profile.md)
-    profile: dict = field(default_factory=dict)
-    warnings: list = field(default_factory=list)
-    env: dict = field(default_factory=dict)
+    #: empty where the run was not profiled (docs/profile.md)
+    profile: Profile = field(default_factory=Profile)
+    warnings: ListOf(str) = ()
+    env: Environment = field(default_factory=Environment)
     started_at: str | None = None
-    duration_s: float | None = None
+    duration_s: Number | None = None
     #: where the run's wall time went, in seconds: the worker's phases (open_device, prepare, steps, after:
     #: harness.worker.execute.measure_run) and `process`, the rest of duration_s (the worker's start, its imports,
-    #: its exit); {} where no worker ran
-    phases_s: dict = field(default_factory=dict)
-    #: keys of a stored row that are no field of this version (a newer version's record): kept, so that a
-    #: record read and written again loses nothing; not a public field
-    extra: dict = field(default_factory=dict, repr=False, compare=False)
+    #: its exit); empty where no worker ran
+    phases_s: PhaseSeconds = field(default_factory=PhaseSeconds)
+    #: keys of a stored row that are no field of this version (a newer version's record, the runner's notes):
+    #: kept, so that a record read and written again loses nothing; not a public field
+    extra: ReadOnlyMapping = field(default_factory=FrozenDict, repr=False, compare=False)
+    #: the fields the row it was read from lacked (a row an earlier version stored): left out of `to_dict`, so
+    #: that row is written back as it was; not a public field
+    absent: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @classmethod
     def planned(cls, spec) -> "Result":
@@ -109,21 +131,33 @@ class Result:
         )
 
     def to_dict(self) -> dict:
-        """The flat row (shallow copies of the containers)."""
-        row = {name: _copy(getattr(self, name)) for name in FIELDS}
+        """The flat row: every field (but those the row it was read from lacked), then the notes; JSON's types."""
+        row = {name: _plain(getattr(self, name)) for name in FIELDS if name not in self.absent}
         row.update({k: v for k, v in self.extra.items() if k not in row})
         return row
 
     @classmethod
     def from_dict(cls, row: dict) -> "Result":
-        """A record from a flat row (JSON, a store row): missing fields take their defaults (rows stored by
-        earlier versions), keys that are no field are kept in `extra` and written back by to_dict."""
-        known = {name: _copy(row[name]) for name in FIELD_NAMES if name in row}
-        return cls(**known, extra={k: v for k, v in row.items() if k not in FIELD_NAMES})
+        """A record from a flat row (JSON, a store row): fields it lacks (a row stored by an earlier version) take
+        their defaults and stay out of `to_dict`, as do fields that are never None given as None (a frame's empty
+        cell, a hand-made row); keys that are no field are kept in `extra` and written back. RecordError, naming
+        the field, for a value of the wrong type."""
+        known = {name: row[name] for name in FIELD_NAMES
+                 if name in row and not (row[name] is None and name in NEVER_NONE)}
+        try:
+            return cls(**known, extra={k: v for k, v in row.items() if k not in FIELD_NAMES},
+                       absent=FIELD_NAMES - known.keys())
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise RecordError(f"record {row.get('run_id')}: field {where}: {error['msg']}") from None
 
     def updated(self, **fields) -> "Result":
-        """A copy with some fields replaced (unknown names are an error)."""
-        return dataclasses.replace(self, **fields)
+        """A copy with some fields replaced, validated again (unknown names are an error)."""
+        unknown = set(fields) - FIELD_NAMES
+        if unknown:
+            raise TypeError(f"no such field of a record: {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **fields, absent=self.absent - fields.keys())
 
     # ------------------------------------------------------------------ accessors
     @property
@@ -136,61 +170,73 @@ class Result:
         replace them, the others are kept as notes in `extra`."""
         return Result.from_dict({**self.to_dict(), **row})
 
+    def param(self, name: str) -> Any:
+        """A workload parameter's value (None where this record's workload has no such parameter)."""
+        return self.params[name] if name in self.params else None
+
     def note(self, key: str, default: Any = None) -> Any:
         """A note kept beside the fields (`log_tail`, `oom_evidence`, `limited_by`, `timed_out_twice` ...)."""
-        return self.extra.get(key, default)
+        return self.extra[key] if key in self.extra else default
 
-    def set_note(self, key: str, value: Any) -> None:
-        """Keep a note beside the fields; a field's name is refused (set the field itself)."""
+    def with_note(self, key: str, value: Any) -> "Result":
+        """A copy with a note kept beside the fields; a field's name is refused (update the field itself)."""
         if key in FIELD_NAMES:
             raise KeyError(f"{key} is a field of the record, not a note")
-        self.extra[key] = value
+        return dataclasses.replace(self, extra={**self.extra, key: value})
+
+    def with_warning(self, text: str) -> "Result":
+        """A copy with one more warning."""
+        return self.updated(warnings=(*self.warnings, text))
 
     @property
     def probe_of(self) -> str | None:
         """The capacity search this record probed a batch size for, or None for a measurement. Stored as
         the row's `probe_of` key, present only on probes, so it is no field: it lives in `extra`."""
-        return self.extra.get("probe_of")
+        return self.note("probe_of")
 
     def as_probe_of(self, capacity_id: str) -> "Result":
         """A copy marked as a probe of the capacity search `capacity_id` (its row gains `probe_of`)."""
-        return self.updated(extra={**self.extra, "probe_of": capacity_id})
+        return self.with_note("probe_of", capacity_id)
 
     def gpu_size(self) -> dict:
         """The GPU memory and SM count this run saw (they tell datasheet variants apart), from its env;
         None where absent. The memory comes from the framework's report, else from NVML's list of the
         host's GPUs, the record's `cuda:N` mapped through its CUDA_VISIBLE_DEVICES."""
-        env = self.env if isinstance(self.env, dict) else {}
-        framework = env.get("framework") if isinstance(env.get("framework"), dict) else {}
-        memory, sms = framework.get("gpu_memory_bytes"), framework.get("gpu_multiprocessors")
+        framework = self.env.framework
+        memory = framework.gpu_memory_bytes if framework is not None else None
+        sms = framework.gpu_multiprocessors if framework is not None else None
         device = str(self.device or "")
-        if memory is None and device.startswith("cuda:") and isinstance(env.get("gpus"), list):
-            index = _visible_gpu(device, env)
-            memory = next((g.get("memory_total_bytes") for g in env["gpus"]
-                           if isinstance(g, dict) and g.get("index") == index), None)
+        if memory is None and device.startswith("cuda:"):
+            memory = self.env.gpu_memory_bytes(_visible_gpu(device, self.env))
         return {"memory_bytes": memory, "sm_count": sms}
 
 
-def _visible_gpu(device: str, env: dict) -> int:
+def _visible_gpu(device: str, env: Environment) -> int:
     """The host's index (NVML's) of a `cuda:N` device, N mapped through the run's CUDA_VISIBLE_DEVICES."""
     try:
         index = int(device.split(":", 1)[1])
     except ValueError:
         return -1
-    variables = env.get("variables") if isinstance(env.get("variables"), dict) else {}
-    visible = str(variables.get("CUDA_VISIBLE_DEVICES") or "").split(",")
+    visible = env.variable("CUDA_VISIBLE_DEVICES").split(",")
     if 0 <= index < len(visible) and visible[index].strip().isdigit():
         index = int(visible[index])
     return index
 
 
-def _copy(value: Any) -> Any:
-    return dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
+def _plain(value: Any) -> Any:
+    """A field's value as JSON holds it: a part as its object, a read-only mapping as a dict, a tuple as a list."""
+    if isinstance(value, RecordPart):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return dict(value)
+    return list(value) if isinstance(value, tuple) else value
 
 
 #: The public fields, in display order.
-FIELDS = tuple(f.name for f in dataclasses.fields(Result) if f.name != "extra")
+FIELDS = tuple(f.name for f in dataclasses.fields(Result) if f.name not in ("extra", "absent"))
 FIELD_NAMES = frozenset(FIELDS)
+#: Fields that always hold a value (a count, a part, a mapping, a list): None in a row means not recorded.
+NEVER_NONE = frozenset(f.name for f in dataclasses.fields(Result) if f.name in FIELD_NAMES and f.default is not None)
 
 
 def utc_now() -> str:

@@ -17,7 +17,6 @@ from harness.scenario.messages import did_you_mean, format_validation_error
 from harness.scenario.reading import parse_yaml, read_scenario_documents
 from harness.scenario.schema import Scenario, resolve_backend
 from harness.seam.backend import available_backends
-from harness.timing.settings import process_bounds
 from harness.workloads import WORKLOADS
 
 #: Runs a plan may expand to unless --max-runs allows more.
@@ -111,8 +110,8 @@ def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RU
 
 
 def _check_run_count(scenario: Scenario, source: str, max_runs: int) -> None:
-    runs = count_points(scenario) * len(scenario.backends) * len(scenario.devices) * process_bounds(
-        scenario.measure.model_dump())[0]
+    runs = (count_points(scenario) * len(scenario.backends) * len(scenario.devices)
+            * scenario.measure.process_bounds()[0])
     if runs > max_runs:
         raise InputError(
             f"{source}: field `sweep`: expands to {runs} runs (points x backends x devices x processes, the least of measure.processes: auto), more than the "

@@ -135,7 +135,7 @@ class WorkersAhead:
         """A probe's processes are running: one worker imports ahead for the next probe, which is like this one
         (same backend, same environment), where probes have them and it leaves the probe's answer alone; it is
         started unless there is one, and any other is stopped."""
-        probe = bool(spec.measure.get("probe")) and replicas_of(spec) == 1
+        probe = spec.probe and replicas_of(spec) == 1
         if not (probe and self.for_probes and self.probe_harmless(spec)):
             return
         key = self.key(spec, env)
@@ -165,7 +165,7 @@ class WorkersAhead:
 
     def overlapping(self, spec: RunSpec) -> bool:
         """Whether this timed run overlaps with the next ones' imports (`overlap`, else `overlap_harmless`)."""
-        if spec.measure.get("probe"):
+        if spec.probe:
             return False
         return self.overlap if self.overlap is not None else self.overlap_harmless(spec)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from harness.errors import InputError, StoreError, StoreWriteError
 from harness.machine.envcheck import environment_warnings
 from harness.results.record import Result, utc_now
+from harness.results.sessions import SessionOwner, SessionSettings, StoredSession
 from harness.results.store import (
     Store,
     open_store,
@@ -213,10 +214,11 @@ def _journal(store: Store, prepared: PreparedSession) -> Journal:
         session = store.session(prepared.session_id)
     except StoreError:
         session = None
-    if not session:
-        session = {"session_id": prepared.session_id, "started_at": utc_now(), "state": "running",
-                   "scenario_path": prepared.scenario_path, "command": prepared.command,
-                   "plan": prepared.entries, "settings": prepared.settings, "owner": process_owner()}
+    if session is None:
+        session = StoredSession.planned(prepared.session_id, prepared.entries or [], started_at=utc_now(),
+                                        state="running", scenario_path=prepared.scenario_path,
+                                        command=prepared.command, settings=prepared.settings or SessionSettings(),
+                                        owner=SessionOwner.of(process_owner()))
     return Journal(store, session)
 
 
@@ -301,9 +303,9 @@ def _more_rounds(store: Store, prepared: PreparedSession):
 
 def _search_groups(runner: Runner, prepared: PreparedSession, outcome: SessionOutcome) -> None:
     """Each group's capacity search in turn, until one is interrupted or the store fails."""
-    for settings, specs in prepared.groups:
+    for search, specs in prepared.groups:
         try:
-            part = find_max_batch(runner, specs, **settings)
+            part = find_max_batch(runner, specs, start=search.start, limit=search.limit, resolution=search.resolution)
         except StoreWriteError as exc:
             outcome.store_error = exc
             return

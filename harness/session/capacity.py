@@ -27,7 +27,12 @@ import time
 from dataclasses import dataclass, field, replace
 
 from harness.results.record import Result, utc_now
-from harness.session.capacity_answer import Answer, capacity_record, fits, kernel_bound
+from harness.session.capacity_answer import (
+    Answer,
+    capacity_record,
+    judge_probe,
+    kernel_bound,
+)
 from harness.session.capacity_search import Bounds, memory_model, probe_timeout, search
 from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec, new_id, run_key
@@ -35,9 +40,10 @@ from harness.session.runner import Runner, SessionOutcome
 
 #: A probe runs the first step and one timed step: enough for the optimizer state and the
 #: allocator's peak to appear (the second step is the first with momentum buffers), cheap enough to
-#: repeat a dozen times. `probe` tells the worker to skip telemetry, the launch probe and autotuning.
+#: repeat a dozen times. A probe's spec says so (`RunSpec.probe`): its worker skips telemetry, the launch probe and
+#: autotuning.
 PROBE_MEASURE = {"warmup": 0, "steps": 1, "repeats": 1, "processes": 1, "min_time_s": None, "max_repeats": None,
-                 "target_ci_pct": None, "probe": True}
+                 "target_ci_pct": None}
 
 
 def capacity_key(spec: RunSpec) -> str:
@@ -81,20 +87,20 @@ class _Probes:
 
     def probe(self, n: int) -> bool | None:
         """Whether batch n fits (None: failed otherwise); a probe that times out is tried once more with twice the time."""
-        timeout = probe_timeout(n, self.fitted, float(self.base.measure.get("timeout_s") or 1800))
+        timeout = probe_timeout(n, self.fitted, self.base.timeout_s)
         record = self._once(n, timeout)
         if record.status == "timeout":  # neither fits nor fails: once more, with twice the time
-            record = record.updated(warnings=[*(record.warnings or []), f"timed out after {timeout:.0f} s; tried again"])
+            record = record.with_warning(f"timed out after {timeout:.0f} s; tried again")
             self.runner.store.add(record)
             record = self._once(n, 2 * timeout)
             if record.status == "timeout":
-                record = record.merged({"timed_out_twice": True, "warnings": [*(record.warnings or []), (
-                    f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")]})
-        answer = fits(record, smaller_fit=bool(self.fitted),
-                      host_limit=bool(getattr(self.runner, "memory_limit_bytes", None)))
+                record = record.with_note("timed_out_twice", True).with_warning(
+                    f"timed out twice ({timeout:.0f} s, then {2 * timeout:.0f} s): counted as not fitting")
+        answer, record = judge_probe(record, smaller_fit=bool(self.fitted),
+                                     host_limit=bool(getattr(self.runner, "memory_limit_bytes", None)))
         self.runner.on_progress(self.base.with_params(batch_size=n), {
             "phase": "probe_done", "fits": answer, "status": record.status, "seconds": record.duration_s,
-            "phases_s": record.phases_s or {}, "peak_allocated_bytes": record.peak_allocated_bytes})
+            "phases_s": record.phases_s.to_dict(), "peak_allocated_bytes": record.peak_allocated_bytes})
         if answer:
             self.fitted.append((n, float(record.duration_s or 0.0)))
             self.peaks.append((n, record.peak_allocated_bytes))
@@ -112,15 +118,14 @@ class _Probes:
 
     def _once(self, n: int, timeout_s: float) -> Result:
         """One probe of batch n in its own worker, bounded by timeout_s; its record (not yet stored)."""
-        probe_spec = self.base.with_params(batch_size=n)
-        probe_spec = replace(probe_spec, measure={**probe_spec.measure, "timeout_s": timeout_s})
+        probe_spec = self.base.with_params(batch_size=n).with_measure(timeout_s=timeout_s)
         record = self.runner.execute(probe_spec)
         return record.as_probe_of(self.capacity_id)
 
 
 def _search_one(runner: Runner, key: str, spec: RunSpec, bounds: Bounds) -> Result:
     """One configuration's search: every probe stored as it ends; its capacity record returned (not stored)."""
-    base = replace(spec, measure={**spec.measure, **PROBE_MEASURE})
+    base = replace(spec.with_measure(**PROBE_MEASURE), probe=True)
     capacity_id = new_id()
     started, clock = utc_now(), time.perf_counter()
     static = runner.static_status(base)

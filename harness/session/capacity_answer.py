@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from harness.errors import line_naming
 from harness.machine.devices import gpu_index
+from harness.machine.env import Environment
+from harness.results.parts import Checks
 from harness.results.record import Result
 from harness.seam.backend import available_backends
 from harness.seam.runspec import RunSpec
@@ -32,53 +34,55 @@ UNCHECKED_ALLOCATION_SIGNALS = ("SIGSEGV", "SIGABRT", "SIGBUS")
 
 
 def fits(record: Result, smaller_fit: bool = False, host_limit: bool = False) -> bool | None:
-    """True if a probe trained, False if it ran out of memory, None if it failed otherwise.
+    """True if a probe trained, False if it ran out of memory, None if it failed otherwise (judge_probe's answer)."""
+    return judge_probe(record, smaller_fit, host_limit)[0]
+
+
+def judge_probe(record: Result, smaller_fit: bool = False, host_limit: bool = False) -> tuple[bool | None, Result]:
+    """(whether the probe's batch fits, the probe's record with what the answer rests on in its warnings): True if
+    it trained, False if it ran out of memory, None if it failed otherwise.
 
     A worker killed by SIGKILL on the CPU is counted as out of memory: that is what the OS
     out-of-memory killer sends. After a smaller batch fit, a cuDNN/cuBLAS internal or
     not-supported error is too (EDGE_ERRORS), and a kernel that fails with an illegal address at a size
-    (SIZE_ERRORS), which is no memory failure and is said to be none (`limited_by: kernel`, kept in the
-    record's extra); under a host memory limit (`host_limit`: --memory-limit), so is a worker killed by
+    (SIZE_ERRORS), which is no memory failure and is said to be none (`limited_by: kernel`, a note of the
+    record); under a host memory limit (`host_limit`: --memory-limit), so is a worker killed by
     SIGSEGV, SIGABRT or SIGBUS before its result. A probe that timed out twice counts as not fitting.
     Each such call is noted in the probe record's warnings.
     """
     status = record.status
     if status == "ok":
-        return True
+        return True, record
     if status == "oom" or record.note("timed_out_twice"):
-        return False
+        return False, record
     error = str(record.error)
     if status == "failed" and "SIGKILL" in error:
-        return False
+        return False, record
     if status == "failed" and smaller_fit and host_limit and "before writing a result" in error:
         hit = next((f"signal {sig}" for sig in UNCHECKED_ALLOCATION_SIGNALS if f"signal {sig}" in error), None)
         if hit:
-            record.warnings.append(
+            return False, record.with_warning(
                 f"counted as out of memory: the worker was killed by {hit} under --memory-limit after a smaller batch "
                 "fit (a library that does not check an allocation that failed)")
-            return False
     if status == "failed" and smaller_fit:
         return _at_the_edge(record, error)
-    return None
+    return None, record
 
 
-def _at_the_edge(record: Result, error: str) -> bool | None:
+def _at_the_edge(record: Result, error: str) -> tuple[bool | None, Result]:
     """False for a failure that, after a smaller batch fit, means the batch is too large (noted in the
     record's warnings); None for any other failure."""
     hit = next((e for e in EDGE_ERRORS if e in error), None)
     if hit:
-        record.warnings.append(
+        return False, record.with_warning(
             f"counted as out of memory: {hit} after a smaller batch fit (cuDNN/cuBLAS report allocation "
             "failures at the memory limit this way)")
-        return False
     hit = next((e for e in SIZE_ERRORS if e in error), None)
     if hit:
-        record.warnings.append(
+        return False, record.with_warning(
             f"counted as not fitting, though not for memory: {hit} after a smaller batch fit (a kernel that "
-            "fails past a tensor size, such as 32-bit indexing past 2**31 elements)")
-        record.set_note("limited_by", "kernel")
-        return False
-    return None
+            "fails past a tensor size, such as 32-bit indexing past 2**31 elements)").with_note("limited_by", "kernel")
+    return None, record
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ def capacity_record(record: Result, spec: RunSpec, probes: list[Result], answer:
     """The capacity record of a search: its answer, the largest fitting probe's figures, and how it was found."""
     best, start = answer.best, bounds.start
     last = next((p for p in reversed(probes) if p.status == "ok"), None)
-    failing = next((p for p in reversed(probes) if p.params.get("batch_size") == answer.first_bad), None)
+    failing = next((p for p in reversed(probes) if _batch(p) == answer.first_bad), None)
     first = last or (probes[0] if probes else None)
     record = record.updated(
         status="ok" if answer.error is None and best > 0 else "failed",
@@ -110,19 +114,23 @@ def capacity_record(record: Result, spec: RunSpec, probes: list[Result], answer:
         device=first.device if first is not None else spec.device,
         device_name=first.device_name if first is not None else None,
         framework_version=first.framework_version if first is not None else None,
-        api=(last.api if last is not None else None) or {},
+        api=last.api if last is not None else {},
         **{name: getattr(last, name) if last is not None else None
            for name in ("peak_allocated_bytes", "device_used_bytes", "host_peak_rss_bytes")},
-        env=(first.env if first is not None else None) or {},
+        env=first.env if first is not None else Environment(),
         checks=_search_checks(probes, failing, answer, bounds),
         duration_s=answer.seconds,
-        warnings=sorted({w for p in probes for w in (p.warnings or [])
-                         if w.startswith(("counted as", "timed out"))}),
+        warnings=sorted({w for p in probes for w in p.warnings if w.startswith(("counted as", "timed out"))}),
     )
-    _note_past_int32(record, spec, answer)
+    record = _note_past_int32(record, spec, answer)
     if failing is not None and failing.status == "failed" and "SIGKILL" in str(failing.error):
-        record.warnings.append("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")
+        record = record.with_warning("a probe killed by SIGKILL was counted as out of memory (the OS OOM killer)")
     return record
+
+
+def _batch(record: Result) -> int | None:
+    """The batch size a probe ran."""
+    return record.param("batch_size")
 
 
 def _nothing_fits(start: int, probes: list[Result]) -> str:
@@ -133,38 +141,38 @@ def _nothing_fits(start: int, probes: list[Result]) -> str:
             "start (give a smaller --capacity-start or capacity.start)")
 
 
-def _search_checks(probes: list[Result], failing: Result | None, answer: Answer, bounds: Bounds) -> dict:
+def _search_checks(probes: list[Result], failing: Result | None, answer: Answer, bounds: Bounds) -> Checks:
     """The capacity record's `checks`: every probe, the failure that bounded the answer, and how it was searched."""
     best, first_bad, bound = answer.best, answer.first_bad, answer.bound
-    return {
-        "probes": [[p.params.get("batch_size"), p.status] for p in probes],
-        "first_failing_batch_size": first_bad,
-        "failure": failing.error if failing is not None else None,
-        "failure_evidence": ((failing.note("oom_evidence") or _evidence(failing.error))
-                             if failing is not None else None),
-        "limited_by": _limited_by(failing, first_bad, best, bounds.limit, bound),
-        "search": (f"doubling from {bounds.start} (jumping to the memory model's limit once two probes fit"
-                   + (f", at most to {bound - 1}, the largest batch within the backend's tensor-size bound"
-                      if bound else "")
-                   + f"), then bisection to within {bounds.resolution}; limit {bounds.limit}"),
-        "kernel_bound_batch": bound,
-        "within_pct": (100.0 * (first_bad - 1 - best) / best) if best and first_bad else None,
-        "predicted_limit": answer.predicted,
-        "reached_limit": first_bad is None and best >= bounds.limit,
-        "search_s": answer.seconds,
-        "probe_seconds": [p.duration_s for p in probes],
-    }
+    return Checks(
+        probes=[[_batch(p), p.status] for p in probes],
+        first_failing_batch_size=first_bad,
+        failure=failing.error if failing is not None else None,
+        failure_evidence=(failing.note("oom_evidence") or _evidence(failing.error)) if failing is not None else None,
+        limited_by=_limited_by(failing, first_bad, best, bounds.limit, bound),
+        search=(f"doubling from {bounds.start} (jumping to the memory model's limit once two probes fit"
+                + (f", at most to {bound - 1}, the largest batch within the backend's tensor-size bound"
+                   if bound else "")
+                + f"), then bisection to within {bounds.resolution}; limit {bounds.limit}"),
+        kernel_bound_batch=bound,
+        within_pct=(100.0 * (first_bad - 1 - best) / best) if best and first_bad else None,
+        predicted_limit=answer.predicted,
+        reached_limit=first_bad is None and best >= bounds.limit,
+        search_s=answer.seconds,
+        probe_seconds=[p.duration_s for p in probes],
+    )
 
 
-def _note_past_int32(record: Result, spec: RunSpec, answer: Answer) -> None:
+def _note_past_int32(record: Result, spec: RunSpec, answer: Answer) -> Result:
     """checks.batch_past_2_31_elements, and a warning where that batch may be what bounded a memory answer."""
     past = _past_int32(spec)
-    record.checks["batch_past_2_31_elements"] = past
+    record = record.updated(checks=record.checks.updated(batch_past_2_31_elements=past))
     first_bad = answer.first_bad
-    if past and first_bad and answer.best < past <= first_bad and record.checks["limited_by"] == "memory":
-        record.warnings.append(
+    if past and first_bad and answer.best < past <= first_bad and record.checks.limited_by == "memory":
+        record = record.with_warning(
             f"the first batch that did not fit ({first_bad}) holds a tensor of more than 2**31 elements (from "
             f"{past} images up): a kernel's 32-bit indexing, not memory, may be what bounds this answer")
+    return record
 
 
 def kernel_bound(spec: RunSpec) -> int | None:

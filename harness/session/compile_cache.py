@@ -26,14 +26,14 @@ class CompileCaches:
         2.21 on compute capability 9.0) is the process's own in either mode: otherwise it is one folder per user
         (~/.nv/ComputeCache), kept across processes and sessions, and a "cold" first step would reuse the
         kernels an earlier process compiled. A capacity probe keeps the framework's and the driver's defaults."""
-        if spec.measure.get("probe"):
+        if spec.probe:
             return {}, None, None
         if self.root is None:
             self.root = tempfile.mkdtemp(prefix="harness-cache-")
         own = Path(self.root, f"run-{spec.run_id}")  # this process's, removed after its run
         own.mkdir(exist_ok=True)
         driver = {"CUDA_CACHE_PATH": str(own / "cuda-driver")}
-        warm = spec.measure.get("compile_cache") == "warm"
+        warm = spec.measure.compile_cache == "warm"
         folder = Path(self.root, f"config-{hashlib.sha256(spec.run_key.encode()).hexdigest()[:16]}") \
             if warm else own
         env = backend.compile_cache_env(str(folder))

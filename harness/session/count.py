@@ -7,17 +7,17 @@ may reach as rounds are added); a fixed count is a range of one.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from harness.seam.runspec import RunSpec
-from harness.timing.settings import process_bounds as measure_bounds
 
 
 def process_bounds(spec: RunSpec, planned: int) -> tuple[int, int]:
     """(least, most) worker processes of a configuration whose first run is `spec`, `planned` of them in the plan:
     a fixed `measure.processes` runs what is planned; `auto` plans its least and may add up to its most (per
     planned occurrence: a sweep value given twice plans the configuration twice)."""
-    least, most = measure_bounds(spec.measure)
+    least, most = spec.measure.process_bounds()
     if least == most:
         return planned, planned
     return planned, most * max(1, planned // least)
@@ -51,10 +51,8 @@ class PlanCount:
 def count_plan(plan: list[RunSpec]) -> PlanCount:
     """The configurations of `plan` (a run_key each) and its runs: the least and the most."""
     firsts: dict[str, RunSpec] = {}
-    planned: dict[str, int] = {}
+    planned = Counter(spec.run_key for spec in plan)
     for spec in plan:
-        key = spec.run_key
-        firsts.setdefault(key, spec)
-        planned[key] = planned.get(key, 0) + 1
+        firsts.setdefault(spec.run_key, spec)
     bounds = [process_bounds(firsts[key], planned[key]) for key in firsts]
     return PlanCount(len(firsts), sum(b[0] for b in bounds), sum(b[1] for b in bounds))

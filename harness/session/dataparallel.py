@@ -18,6 +18,7 @@ import sys
 from dataclasses import replace
 from typing import Callable, Iterator
 
+from harness.results.parts import Distributed, RankOutcome, ScalingBaseline
 from harness.results.record import Result
 from harness.seam import distributed as dp
 from harness.seam.backend import Backend
@@ -33,51 +34,49 @@ from harness.workloads import WORKLOADS
 _ROOT_CAUSE_ORDER = ("oom", "unsupported", "diverged", "timeout", "failed")
 
 
-def read_rank_results(result_path: str | os.PathLike, ranks) -> dict[int, dict]:
+def read_rank_results(result_path: str | os.PathLike, ranks) -> dict[int, Result]:
     """rank -> the record fields that replica wrote, for each rank whose result file is there and readable."""
     out = {}
     for rank in ranks:
         path = rank_result_path(result_path, rank)
         if path.exists():
             try:
-                out[rank] = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                out[rank] = Result.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError):  # RecordError too: a file that holds no record
                 continue
     return out
 
 
-def _rank_entry(rank: int, written: dict | None, died: dict[int, str]) -> dict:
+def _rank_entry(rank: int, written: Result | None, died: dict[int, str]) -> RankOutcome:
     """One rank's line in distributed.ranks: its status, device, memory and inputs, or how it died."""
-    entry = {"rank": rank, "status": written.get("status") if written else None}
-    if written:
-        checks = written.get("checks") or {}
-        entry.update(device=written.get("device"), peak_allocated_bytes=written.get("peak_allocated_bytes"),
-                     host_peak_rss_bytes=written.get("host_peak_rss_bytes"),
-                     inputs_fingerprint=checks.get("inputs_fingerprint"), loss_last=checks.get("loss_last"),
-                     parameters_sum=checks.get("parameters_sum"))
-        if written.get("status") != "ok" and written.get("error"):
-            entry["error"] = str(written["error"])[:500]
-    elif rank in died:
-        entry["error"] = died[rank]
+    if written is None:
+        return RankOutcome(rank=rank, status=None, **({"error": died[rank]} if rank in died else {}))
+    checks = written.checks
+    entry = RankOutcome(rank=rank, status=written.status, device=written.device,
+                        peak_allocated_bytes=written.peak_allocated_bytes,
+                        host_peak_rss_bytes=written.host_peak_rss_bytes, inputs_fingerprint=checks.inputs_fingerprint,
+                        loss_last=checks.loss_last, parameters_sum=checks.parameters_sum)
+    if written.status != "ok" and written.error:
+        entry = entry.updated(error=str(written.error)[:500])
     return entry
 
 
-def _problems(results: dict[int, dict], local_ranks, died: dict[int, str], timed_out: bool) -> list[tuple]:
+def _problems(results: dict[int, Result], local_ranks, died: dict[int, str], timed_out: bool) -> list[tuple]:
     """(rank, status, error, oom evidence) of every rank that did not end ok."""
     problems = []
     for rank in sorted(local_ranks):
-        written = results.get(rank)
+        written = results[rank] if rank in results else None
         if written is None:
-            how = died.get(rank) or ("stopped at the timeout" if timed_out else "left without a result")
+            how = died[rank] if rank in died else ("stopped at the timeout" if timed_out else "left without a result")
             problems.append((rank, "timeout" if timed_out and rank not in died else "failed",
                              f"replica rank {rank} {how}", None))
-        elif written.get("status") not in ("ok", None):
-            problems.append((rank, written["status"], f"replica rank {rank}: {written.get('error') or written['status']}",
-                             written.get("oom_evidence")))
+        elif written.status not in ("ok", None):
+            problems.append((rank, written.status, f"replica rank {rank}: {written.error or written.status}",
+                             written.note("oom_evidence")))
     return problems
 
 
-def _root_cause(problems: list[tuple], results: dict[int, dict], died: dict[int, str]) -> tuple:
+def _root_cause(problems: list[tuple], results: dict[int, Result], died: dict[int, str]) -> tuple:
     """The problem that caused the others: a replica out of memory, unsupported or diverged; else one that left
     without a result (killed, crashed) before a peer that wrote its error (its collective broke because of it);
     else the worst error a replica wrote; a peer that was stopped with SIGTERM (harness stops the others once
@@ -96,20 +95,20 @@ def _root_cause(problems: list[tuple], results: dict[int, dict], died: dict[int,
     return min(problems, key=tier)  # the first of a tier in the order above: the worst status, then the rank
 
 
-def merge(record: Result, results: dict[int, dict], local_ranks, world_size: int, died: dict[int, str],
+def merge(record: Result, results: dict[int, Result], local_ranks, world_size: int, died: dict[int, str],
           *, timed_out: bool, node_rank: int = 0) -> Result:
     """One record from the replicas' results: rank 0's figures, the other ranks' memory, the root-cause status.
 
-    `results`: rank -> the fields it wrote (read_rank_results); `died`: ranks that left without a result, with
+    `results`: rank -> what it wrote (read_rank_results); `died`: ranks that left without a result, with
     how (from the launcher). Returns the merged record; `record` itself is left as it was.
     """
-    own = results.get(0)
-    merged = record.merged({k: v for k, v in own.items() if k != "distributed_replica"}) if own else \
+    own = results[0] if 0 in results else None
+    merged = record.merged({k: v for k, v in own.to_dict().items() if k != "distributed_replica"}) if own else \
         record.merged({})
-    distributed = dict(merged.distributed or {})
-    distributed.update((own or {}).get("distributed_replica") or {})
-    distributed["ranks"] = [_rank_entry(rank, results.get(rank), died) for rank in sorted(local_ranks)]
-    distributed["peaks_of"] = "every rank of node 0 (distributed.ranks); peak_allocated_bytes is rank 0's"
+    replica = Distributed.of(own.note("distributed_replica")) if own else Distributed()
+    distributed = merged.distributed.updated(**replica.to_dict()).updated(
+        ranks=[_rank_entry(rank, results[rank] if rank in results else None, died) for rank in sorted(local_ranks)],
+        peaks_of="every rank of node 0 (distributed.ranks); peak_allocated_bytes is rank 0's")
     merged = merged.updated(distributed=distributed)
 
     problems = _problems(results, local_ranks, died, timed_out)
@@ -117,12 +116,11 @@ def merge(record: Result, results: dict[int, dict], local_ranks, world_size: int
         return merged.updated(status="ok") if own is None and node_rank != 0 else merged
     cause = _root_cause(problems, results, died)
     rank, status, error, evidence = cause
-    distributed = {**distributed, "failed_rank": rank}
     others = [p[2] for p in problems if p is not cause]
-    if others:
-        distributed["other_failures"] = [o[:300] for o in others]
+    distributed = distributed.updated(failed_rank=rank, **({"other_failures": [o[:300] for o in others]}
+                                                            if others else {}))
     merged = merged.updated(status=status, error=error[:2000], distributed=distributed)
-    return merged.merged({"oom_evidence": f"replica rank {rank}: {evidence}"}) if evidence else merged
+    return merged.with_note("oom_evidence", f"replica rank {rank}: {evidence}") if evidence else merged
 
 
 def scaling_efficiency(rate: float | None, replicas: int, rate_one: float | None) -> float | None:
@@ -173,15 +171,15 @@ def replicas_lock(spec: RunSpec, launch: dp.Launch | None, cluster: dp.Cluster,
                                               "scheduler (Slurm --exclusive)"}
         return
     who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device} (data-parallel)"}
-    with timing_lock(bool(spec.measure.get("share_host")), who, report) as isolation:
+    with timing_lock(spec.measure.share_host, who, report) as isolation:
         yield isolation
 
 
-def layout(spec: RunSpec, launch: dp.Launch, cluster: dp.Cluster) -> dict:
+def layout(spec: RunSpec, launch: dp.Launch, cluster: dp.Cluster) -> Distributed:
     """A data-parallel record's `distributed` before its replicas run: the launcher and the layout."""
     replicas = replicas_of(spec)
-    return {"launcher": launch.api, "nnodes": cluster.nnodes, "node_rank": cluster.node_rank,
-            "world_size": replicas, "global_batch": int(spec.params.get("batch_size") or 0) * replicas}
+    return Distributed(launcher=launch.api, nnodes=cluster.nnodes, node_rank=cluster.node_rank, world_size=replicas,
+                       global_batch=int(spec.param("batch_size") or 0) * replicas)
 
 
 def proc_ranks(launch: dp.Launch, proc, procs: list) -> tuple[int, ...]:
@@ -213,15 +211,14 @@ def record_of_replicas(result: Result, spec: RunSpec, launch: dp.Launch, procs: 
     result = merge(result, results, ranks, replicas_of(spec), _died(launch, procs, files, results),
                    timed_out=timed_out, node_rank=node_rank)
     if timed_out and result.status == "ok":
-        result = result.updated(warnings=[*(result.warnings or []), (
-            f"the replicas wrote their results but had not all exited after {spec.timeout_s:g} s; "
-            "they were stopped and the results kept")])
+        result = result.with_warning(f"the replicas wrote their results but had not all exited after "
+                                     f"{spec.timeout_s:g} s; they were stopped and the results kept")
     elif timed_out and result.status in ("failed", "timeout"):
         result = result.updated(status="timeout", error=(
             f"no result within {spec.timeout_s:g} s (measure.timeout_s / --timeout); every replica "
             f"stopped ({result.error})"))
     if leftovers:
-        result = result.updated(distributed={**result.distributed, "killed_after_exit": len(leftovers)})
+        result = result.updated(distributed=result.distributed.updated(killed_after_exit=len(leftovers)))
     return result
 
 
@@ -242,6 +239,6 @@ def with_scaling_efficiency(record: Result, store) -> Result:
     if ones:
         record = record.updated(
             scaling_efficiency=scaling_efficiency(record.median, replicas, median(ones)),
-            distributed={**(record.distributed or {}),
-                         "scaling_baseline": {"run_key": key, "processes": len(ones), "median": median(ones)}})
+            distributed=record.distributed.updated(
+                scaling_baseline=ScalingBaseline(run_key=key, processes=len(ones), median=median(ones))))
     return record

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from harness.machine import nvml
 from harness.results.record import Result
 from harness.timing import stats
-from harness.timing.settings import AUTO, measure_settings
+from harness.timing.settings import AUTO
 from harness.workloads import WORKLOADS
 
 #: The CPU's rate assumed for the warning before a GPU-sized session runs on it, TFLOP/s (low, high).
@@ -45,10 +45,10 @@ def session_work_tflop(plan) -> float:
             flops = workload.flops_per_step(workload.validate(spec.params)) or 0.0
         except Exception:  # noqa: BLE001 - an estimate is never a reason to stop
             continue
-        m = measure_settings(spec.measure)
+        m = spec.measure
         # `steps: auto` on a CPU running a GPU-sized step (what this estimate warns of) comes to one step a block
-        steps = 1 if m["steps"] == AUTO else int(m["steps"])
-        total += float(flops) * (1 + int(m["warmup"]) + steps * int(m["repeats"]))
+        steps = 1 if m.steps == AUTO else m.steps
+        total += float(flops) * (1 + m.warmup + steps * m.repeats)
     return total / 1e12
 
 
@@ -100,7 +100,7 @@ class Durations:
         if _timed_run(r):
             d = float(r.duration_s)
             self._by_key.setdefault(r.run_key, []).append(d)
-            self._alike.setdefault((r.backend, r.workload, (r.params or {}).get("execution")), []).append(d)
+            self._alike.setdefault((r.backend, r.workload, r.param("execution")), []).append(d)
 
     def of(self, run_key: str) -> list[float]:
         """The durations of the runs of one configuration (empty where none ran)."""
@@ -113,7 +113,7 @@ class Durations:
         runs = self.of(spec.run_key)
         if runs:
             return stats.median(runs), f"the median of {len(runs)} earlier run(s) of its configuration"
-        execution = (spec.params or {}).get("execution")
+        execution = spec.param("execution")
         alike = self._alike.get((spec.backend, spec.workload, execution))
         if alike:
             mode = f", execution {execution}" if execution else ""

@@ -25,6 +25,12 @@ from typing import Callable
 
 from harness.errors import StoreWriteError
 from harness.results.record import Result
+from harness.results.sessions import (
+    PlanEntry,
+    SessionSettings,
+    SessionSummary,
+    StoredSession,
+)
 from harness.results.store import Store
 from harness.results.store.schema import stored_record
 from harness.results.store.sidefiles import Unsaved
@@ -39,13 +45,13 @@ class Journal:
     """A store seen through the session's journal: `add` writes the result to the journal, then to the store;
     every other method of the Store protocol is the store's own, passed on one by one."""
 
-    def __init__(self, store: Store, session: dict, reopen: Callable[[Store], Store] | None = None):
+    def __init__(self, store: Store, session: StoredSession, reopen: Callable[[Store], Store] | None = None):
         """`session` is the session as the store holds it (its id, plan, settings, state); `reopen` gives a
         fresh read-only view of the same store (by default the store's class opened `readonly` at its path)."""
         self.store = store
-        self.session_id = session["session_id"]
+        self.session_id = session.session_id
         self._kept = Unsaved(store.path)
-        self._kept.sessions[self.session_id] = dict(session)
+        self._kept.sessions[self.session_id] = session.to_dict()  # the side file's JSON
         self._reopen = reopen or _reopen
 
     @property
@@ -79,8 +85,8 @@ class Journal:
         """The sessions the store marked abandoned when it was opened."""
         return self.store.abandoned
 
-    def begin_session(self, session_id: str, plan: list[dict], *, scenario_path: str | None, command: str,
-                      settings: dict | None = None) -> None:
+    def begin_session(self, session_id: str, plan: list[PlanEntry], *, scenario_path: str | None, command: str,
+                      settings: SessionSettings | None = None) -> None:
         """The store's begin_session."""
         self.store.begin_session(session_id, plan, scenario_path=scenario_path, command=command, settings=settings)
 
@@ -112,11 +118,11 @@ class Journal:
         """The store's resolve_session."""
         return self.store.resolve_session(prefix)
 
-    def session(self, session_id: str) -> dict | None:
+    def session(self, session_id: str) -> StoredSession | None:
         """The store's session."""
         return self.store.session(session_id)
 
-    def sessions(self) -> list[dict]:
+    def sessions(self) -> list[SessionSummary]:
         """The store's sessions."""
         return self.store.sessions()
 

@@ -17,7 +17,6 @@ from harness.scenario.load import sweep_points
 from harness.scenario.schema import Scenario
 from harness.seam.backend import available_backends
 from harness.seam.runspec import RunSpec, new_id, run_key
-from harness.timing.settings import process_bounds
 from harness.workloads import WORKLOADS
 
 
@@ -36,9 +35,9 @@ def build_plan(
     from the scenario's seed (a new order each round).
     """
     workload = WORKLOADS[scenario.workload]
-    measure = scenario.measure.model_dump()
-    if timeout_s is not None:
-        measure["timeout_s"] = float(timeout_s)
+    measure = scenario.measure
+    if timeout_s is not None:  # --timeout, checked as the command line was read
+        measure = measure.model_copy(update={"timeout_s": float(timeout_s)})
     registry = available_backends()
     configurations: list[RunSpec] = []
     planned: set[tuple] = set()
@@ -74,7 +73,7 @@ def build_plan(
                         cpu_threads=scenario.cpu_threads.model_dump(),
                     )
                 )
-    return interleave(configurations, process_bounds(measure)[0], scenario.seed)
+    return interleave(configurations, measure.process_bounds()[0], scenario.seed)
 
 
 def one_replica_key(scenario: str, workload: str, backend: str, device: str, params: dict,

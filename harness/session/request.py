@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harness.results.record import Result
+from harness.results.sessions import PlanEntry, SessionSettings
+from harness.scenario.schema import Capacity
 from harness.session.forecast import Forecast
 from harness.session.limits import parse_time_limit
 from harness.session.plan import RunSpec
@@ -65,13 +67,14 @@ class PreparedSession:
     request: SessionRequest
     session_id: str
     plan: list[RunSpec]
-    groups: list[tuple[dict, list[RunSpec]]]
+    #: the plan's specs by scenario, each group with its capacity search's settings (None unless capacity_mode)
+    groups: list[tuple[Capacity | None, list[RunSpec]]]
     capacity_mode: bool
     store_path: str
     memory_limit_bytes: int | None = None
     scenario_path: str | None = None
-    entries: list[dict] | None = None
-    settings: dict | None = None
+    entries: list[PlanEntry] | None = None
+    settings: SessionSettings | None = None
     command: str | None = None
     resumed: Resumed | None = None
     #: the rounds added after the plan for `processes: auto` configurations (None: every count is fixed)

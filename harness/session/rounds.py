@@ -10,12 +10,13 @@ falls on every configuration alike.
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from harness.results.record import Result
 from harness.seam.runspec import RunSpec, new_id
 from harness.timing import stats
-from harness.timing.settings import AUTO, measure_settings, process_bounds
+from harness.timing.settings import AUTO, Measure
 
 #: How far beyond `max_processes` a configuration's CI may be expected to reach its target and still get more
 #: processes: the 1/sqrt(n) rule is rough over a few processes, and a configuration a little short of its target
@@ -23,7 +24,7 @@ from harness.timing.settings import AUTO, measure_settings, process_bounds
 REACH = 4
 
 
-def wants_another(medians: list[float], attempts: int, measure: dict) -> bool:
+def wants_another(medians: list[float], attempts: int, measure: Measure) -> bool:
     """Whether a configuration with these ok process medians after `attempts` processes (failed ones included)
     gets one more: `processes: auto` only, fewer than its most, at least 2 ok processes (a configuration that
     fails is not chased), and either fewer ok ones than its least or a 95% CI of the median over processes
@@ -33,15 +34,14 @@ def wants_another(medians: list[float], attempts: int, measure: dict) -> bool:
     about n (h / t)^2. Where that is far beyond `max_processes` (REACH times it: a configuration whose processes
     differ by 20%, say), more processes would be spent without coming near it: the configuration stops, and
     its spread is what its records and the comparison's CI show."""
-    cfg = measure_settings(measure)
-    if cfg["processes"] != AUTO:
+    if measure.processes != AUTO:
         return False
-    least, most = process_bounds(cfg)
+    least, most = measure.process_bounds()
     if attempts >= most or len(medians) < 2:
         return False
     if len(medians) < least:
         return True
-    half, target = stats.ci_half_width_pct(medians), float(cfg["process_ci_pct"])
+    half, target = stats.ci_half_width_pct(medians), measure.process_ci_pct
     if half is None:
         return True
     return target < half and len(medians) * (half / target) ** 2 <= REACH * most
@@ -66,8 +66,7 @@ class AdaptiveRounds:
     @classmethod
     def of(cls, plan: list[RunSpec], *, planned: int, limit: int | None = None) -> "AdaptiveRounds | None":
         """The rounds of a plan, or None when no configuration in it has `processes: auto`."""
-        configurations = list({spec.run_key: spec for spec in plan
-                                if measure_settings(spec.measure)["processes"] == AUTO}.values())
+        configurations = list({spec.run_key: spec for spec in plan if spec.measure.processes == AUTO}.values())
         if not configurations:
             return None
         return cls(configurations, seed=int(configurations[0].seed or 0), planned=planned, limit=limit)
@@ -75,13 +74,13 @@ class AdaptiveRounds:
     def next_round(self, results: list[Result]) -> list[RunSpec]:
         """One more process of each configuration that wants another (wants_another), in a seeded shuffled
         order; empty when none does or the session is at its limit."""
-        by_key: dict[str, list[Result]] = {}
+        by_key: dict[str, list[Result]] = defaultdict(list)
         for result in results:
             if not result.probe_of:
-                by_key.setdefault(result.run_key, []).append(result)
+                by_key[result.run_key].append(result)
         wanted = []
         for spec in self.configurations:
-            done = by_key.get(spec.run_key, [])
+            done = by_key[spec.run_key]
             medians = [r.median for r in done if r.status == "ok" and isinstance(r.median, (int, float))]
             if wants_another(medians, len(done), spec.measure):
                 wanted.append(replace(spec, run_id=new_id(), replicate=len(done)))

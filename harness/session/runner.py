@@ -163,7 +163,7 @@ class Runner:
         started = time.perf_counter()
         backend = self.backends[spec.backend]
         base_env, cache_state, own_cache = self._run_env(spec, backend)
-        probe = bool(spec.measure.get("probe")) and dataparallel.replicas_of(spec) == 1
+        probe = spec.probe and dataparallel.replicas_of(spec) == 1
         ahead = self.ahead.take(spec, base_env) if probe or self.ahead.overlapping(spec) else None
         tmpdir = ahead.tmpdir if ahead is not None else tempfile.TemporaryDirectory(prefix="harness-run-")
         try:
@@ -204,14 +204,14 @@ class Runner:
             return worker_result(result, spec, files.result, timed_out, procs[0])
         result = dataparallel.record_of_replicas(result, spec, launch, procs, files, timed_out, leftovers,
                                                  self.cluster.node_rank)
-        return result.updated(env={**(result.env or {}), "isolation": isolation})
+        return result.updated(env=result.env.updated(isolation=isolation))
 
     def _run_env(self, spec: RunSpec, backend: Backend) -> tuple[dict[str, str], str | None, Path | None]:
         """(environment, compile-cache state, folder to remove after the run) of a run's worker. A worker started
         ahead for the run has this environment too, which is how the run knows it for its own."""
         cache_env, cache_state, own_cache = self.caches.for_run(spec, backend)
         env = worker_env(self.memory_limit_bytes,
-                         {**backend.worker_env(spec.options, probe=bool(spec.measure.get("probe"))), **cache_env})
+                         {**backend.worker_env(spec.options, probe=spec.probe), **cache_env})
         return env, cache_state, own_cache
 
     def close(self) -> None:

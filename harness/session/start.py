@@ -9,6 +9,7 @@ from typing import Callable
 
 from harness.errors import InputError
 from harness.machine.devices import normalize_device
+from harness.results.sessions import PlanEntry, SessionSettings
 from harness.results.store import default_store_path
 from harness.scenario.bundled import resolve_scenario_path
 from harness.scenario.load import DEFAULT_MAX_RUNS, load_scenarios
@@ -100,7 +101,7 @@ def written_for(scenarios: list, chosen: list[str] | None) -> tuple[list, list]:
 def too_many(path, plan, limit: int, backends, devices) -> str:
     """Why a plan is refused: its runs, as configurations times processes, after the filters."""
     configurations = sum(1 for spec in plan if spec.replicate == 0)
-    processes = sorted({str(spec.measure.get("processes") or 1) for spec in plan})
+    processes = sorted({str(spec.measure.processes) for spec in plan})
     each = "/".join(map(str, processes))
     return (f"{path}: the plan has {len(plan)} runs ({configurations} configuration(s) of {_chosen(backends, devices)}, "
             f"each in {each} worker process(es): measure.processes; for auto, its least), more than --max-runs {limit}; allow it with "
@@ -139,18 +140,17 @@ def prepare_start(request: SessionRequest, limit_bytes: int | None, notice: Call
     if len(plan) > limit:  # counted after --backend and --device chose the runs
         raise InputError(too_many(path, plan, limit, chosen, devices), field="--max-runs")
     capacity_mode = _capacity_mode(request, path, scenarios)
-    # each group: the capacity search's settings (used only in capacity mode) and its specs
-    groups = [(capacity_settings(s, request.capacity, specs, Runner(None), notice) if capacity_mode else {}, specs)
+    # each group: the capacity search's settings (a capacity session's only) and its specs
+    groups = [(capacity_settings(s, request.capacity, specs, Runner(None), notice) if capacity_mode else None, specs)
               for s, specs in plans]
     # a capacity session stores each spec's search settings, so --resume can redo the search
-    entries = [{**spec.to_dict(), "capacity": settings} if capacity_mode else spec.to_dict()
-               for settings, specs in groups for spec in specs]
+    entries = [PlanEntry(spec, search) for search, specs in groups for spec in specs]
     # what shapes the runs beyond the plan itself, applied again by --resume
-    settings = {"memory_limit_bytes": limit_bytes, "memory_limit": request.memory_limit, "timeout_s": request.timeout,
-                "find_max_batch": bool(request.find_max_batch), "backends": chosen, "devices": devices,
-                "overrides": list(request.overrides), "max_runs": request.max_runs,
-                "documents": list(request.documents),
-                **{f"capacity_{k}": v for k, v in request.capacity.items()}}
+    settings = SessionSettings(
+        memory_limit_bytes=limit_bytes, memory_limit=request.memory_limit, timeout_s=request.timeout,
+        find_max_batch=bool(request.find_max_batch), backends=chosen, devices=devices,
+        overrides=list(request.overrides), max_runs=request.max_runs, documents=list(request.documents),
+        **{f"capacity_{k}": v for k, v in request.capacity.items()})
     return PreparedSession(request=request, session_id=session_id, plan=plan, groups=groups,
                            capacity_mode=capacity_mode, store_path=default_store_path(request.store_path),
                            memory_limit_bytes=limit_bytes,

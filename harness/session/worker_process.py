@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.machine import env as env_mod
-from harness.results.record import Result
+from harness.results.record import RecordError, Result
 from harness.seam import distributed as dp
 from harness.seam.runspec import RunSpec
 from harness.session.progress import LockWait, ProgressReader
@@ -198,15 +198,31 @@ def read_worker_result(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def with_written(result: Result, written: dict) -> Result:
+    """The record with what its worker wrote laid over it; a failure that says so where that is no record (a
+    worker of another version, or one that broke the contract)."""
+    try:
+        return result.merged(written)
+    except RecordError as exc:
+        return unwritten(result, exc)
+
+
+def unwritten(result: Result, exc: RecordError) -> Result:
+    """The failure of a run whose worker wrote a result that is no record."""
+    return result.updated(status="failed", error=f"the worker's result holds no record: {exc}")
+
+
 def worker_result(result: Result, spec: RunSpec, path: Path, timed_out: bool, proc: subprocess.Popen) -> Result:
     """The record of a plain run once its worker is gone: what it wrote, or how it ended without writing."""
     written = read_worker_result(path)
     if written is not None:
-        result = result.merged(written)
+        try:
+            result = result.merged(written)
+        except RecordError as exc:
+            return unwritten(result, exc)
         if timed_out:  # measured and written, then stuck on its way out: keep what it measured
-            result = result.updated(warnings=[*(result.warnings or []), (
-                f"the worker wrote its result but had not exited after {spec.timeout_s:g} s; "
-                "it was stopped and its result kept")])
+            result = result.with_warning(f"the worker wrote its result but had not exited after {spec.timeout_s:g} s; "
+                                         "it was stopped and its result kept")
         return result
     if timed_out:
         return result.updated(status="timeout", error=f"no result within {spec.timeout_s:g} s (measure.timeout_s / "
@@ -221,7 +237,7 @@ def with_evidence(result: Result, log_path: Path) -> Result:
     if result.status != "ok":
         tail = log_tail(log_path)
         if tail:
-            result = result.merged({"log_tail": tail})
+            result = result.with_note("log_tail", tail)
     return result
 
 
@@ -232,5 +248,5 @@ def timed(result: Result, started: float, *, worker_ran: bool) -> Result:
     duration_s = time.perf_counter() - started
     if worker_s is not None and result.phases_s:
         return result.updated(duration_s=duration_s,
-                              phases_s={**result.phases_s, "process": round(duration_s - worker_s, 3)})
+                              phases_s=result.phases_s.updated(process=round(duration_s - worker_s, 3)))
     return result.updated(duration_s=duration_s)

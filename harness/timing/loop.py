@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from harness.timing import stats
-from harness.timing.settings import AUTO, is_adaptive, measure_settings
+from harness.timing.settings import AUTO, Measure
 
 
 @dataclass(frozen=True)
@@ -151,12 +151,12 @@ class StopRule:
     target_ci_pct: float | None = None
 
     @classmethod
-    def from_settings(cls, cfg: dict) -> "StopRule":
-        """The rule of a `measure:` block with its defaults filled (measure_settings)."""
-        repeats = int(cfg["repeats"])
-        min_time, target = cfg.get("min_time_s"), cfg.get("target_ci_pct")
-        max_repeats = int(cfg.get("max_repeats") or (10 * repeats if is_adaptive(cfg) else repeats))
-        return cls(repeats=repeats, max_repeats=max(max_repeats, repeats), min_time_s=min_time, target_ci_pct=target)
+    def of(cls, measure: Measure) -> "StopRule":
+        """The rule of a `measure:` block."""
+        repeats = measure.repeats
+        max_repeats = measure.max_repeats or (10 * repeats if measure.adaptive else repeats)
+        return cls(repeats=repeats, max_repeats=max(max_repeats, repeats), min_time_s=measure.min_time_s,
+                   target_ci_pct=measure.target_ci_pct)
 
     @property
     def adaptive(self) -> bool:
@@ -183,7 +183,7 @@ class StopRule:
 def run_timed(
     step: Callable[[], Any],
     clock: Clock,
-    measure: dict,
+    measure: Measure,
     *,
     work_per_step: float = 1.0,
     telemetry: Telemetry | None = None,
@@ -208,15 +208,14 @@ def run_timed(
     warm-up runs at least enough calls to cover them with the first call, and the record says when it did.
     """
     report = progress or (lambda phase, **figures: None)
-    cfg = measure_settings(measure)
-    rule = StopRule.from_settings(cfg)
-    warmup = int(cfg["warmup"])
+    rule = StopRule.of(measure)
+    warmup = measure.warmup
     floor = max(math.ceil(warmup_floor_steps / max(steps_per_call, 1)) - 1, 0)  # calls beyond the first
     raised = floor if floor > warmup else None
     warmup = max(warmup, floor)
-    auto = cfg["steps"] == AUTO
+    auto = measure.steps == AUTO
 
-    report("first_step", steps=None if auto else int(cfg["steps"]), repeats=rule.repeats, warmup=warmup)
+    report("first_step", steps=None if auto else measure.steps, repeats=rule.repeats, warmup=warmup)
     token = clock.start()
     step()
     first = clock.stop(token).wall_s
@@ -228,8 +227,8 @@ def run_timed(
     clock.sync()
     warmup_s = time.perf_counter() - began
 
-    calibration = calibrate(step, clock, float(cfg["min_block_s"]), int(cfg["max_block_steps"])) if auto else None
-    steps = calibration["steps"] if calibration else int(cfg["steps"])
+    calibration = calibrate(step, clock, measure.min_block_s, measure.max_block_steps) if auto else None
+    steps = calibration["steps"] if calibration else measure.steps
     timing = Timing(first_step_s=first, steps_per_block=steps, calibration=calibration, steps_per_call=steps_per_call,
                     warmup_raised_to=raised, warmup_s=warmup_s, warmup_calls=warmup)
     if telemetry is not None:

@@ -270,13 +270,13 @@ def unclassified_warning(profile: dict) -> str | None:
 
 
 def profile_run(capture_steps: Callable[[int, str | None], Capture], timed_step_s: float | None,
-                measure: dict, warnings: list[str], calls: int = PROFILED_STEPS) -> dict[str, Any]:
+                trace_dir: str | None, warnings: list[str], calls: int = PROFILED_STEPS) -> dict[str, Any]:
     """Profile a run after its timed blocks: `capture_steps(steps, trace_dir)` is the device's profiler
-    hook. The breakdown, or `{"error": why}` where the profiler failed: a profiler never fails the run,
+    hook (`trace_dir`: where the raw trace is kept, measure.profile_trace_dir; None: not kept). The breakdown, or `{"error": why}` where the profiler failed: a profiler never fails the run,
     and the record keeps its timings."""
     started = time.perf_counter()
     try:
-        capture = capture_steps(calls, measure.get("profile_trace_dir"))
+        capture = capture_steps(calls, trace_dir)
         out = breakdown(capture, timed_step_s)
     except Exception as exc:  # noqa: BLE001 - a profiler's failure (no CUPTI, say) is reported, never fatal
         text = f"{type(exc).__name__}: {exc}".strip()[:500]

@@ -1,12 +1,14 @@
-"""The `measure:` block: its schema (Measure), its defaults filled, and the rule that ends the timed loop.
+"""The `measure:` block: its schema (Measure), with what it means (its processes, whether it is adaptive).
 
-Framework-free and read on both sides of the worker boundary: the scenario validates it, the plan counts
-processes from it, the worker's timed loop (harness.timing.loop) follows it.
+Framework-free and read on both sides of the worker boundary, as one typed object: the scenario validates it,
+the plan counts processes from it, a RunSpec carries it to the worker, whose timed loop (harness.timing.loop)
+follows it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, StrictBool, field_validator, model_validator
@@ -25,7 +27,7 @@ MIN_BLOCK_S = 0.2
 class Measure(NumbersNotBooleans):
     """The `measure:` block: warm-up and timed steps, blocks, worker processes, and when a run is given up."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     warmup: int = Field(10, ge=0, le=1_000_000)
     #: Steps per timed block: a number, or `auto` (after warm-up, as many as make a block last at least
@@ -82,40 +84,33 @@ class Measure(NumbersNotBooleans):
             raise ValueError(f"min_processes ({self.min_processes}) is above max_processes ({self.max_processes})")
         return self
 
+    @classmethod
+    def from_stored(cls, measure: Mapping) -> "Measure":
+        """The measure of a spec as a plan stored it (any version): its settings, the defaults for those it lacks
+        or holds as null, and keys this version has no setting for (an earlier version's) left out."""
+        return cls.model_validate({k: v for k, v in measure.items() if k in cls.model_fields and v is not None})
 
-def process_bounds(measure: dict) -> tuple[int, int]:
-    """(least, most) worker processes per configuration of a `measure:` block (filled or not): equal for a number;
-    for `auto`, `min_processes` (default: the fewest a verdict needs per side, stats.processes_needed) up to
-    `max_processes`."""
-    cfg = measure_settings(measure)
-    if cfg["processes"] != AUTO:
-        n = int(cfg["processes"] or 1)
-        return n, n
-    least = int(cfg.get("min_processes") or stats.processes_needed(stats.VERDICT_ALPHA))
-    return least, max(least, int(cfg["max_processes"]))
+    @property
+    def adaptive(self) -> bool:
+        """Whether the timed loop may go on past `repeats` blocks (`min_time_s` or `target_ci_pct`)."""
+        return bool(self.min_time_s) or bool(self.target_ci_pct)
 
+    def process_bounds(self) -> tuple[int, int]:
+        """(least, most) worker processes per configuration: equal for a number; for `auto`, `min_processes`
+        (default: the fewest a verdict needs per side, stats.processes_needed) up to `max_processes`."""
+        if self.processes != AUTO:
+            return self.processes, self.processes
+        least = self.min_processes or stats.processes_needed(stats.VERDICT_ALPHA)
+        return least, max(least, self.max_processes)
 
-def measure_settings(measure: dict) -> dict:
-    """Fill the defaults of a `measure:` block from its schema (Measure)."""
-    out = Measure().model_dump()
-    out.update({k: v for k, v in measure.items() if v is not None or k not in out})
-    return out
-
-
-def describe_measure(measure: dict) -> str:
-    """What a `measure:` block will do, in a line, `auto` included (validate and --dry-run say it)."""
-    cfg = measure_settings(measure)
-    least, most = process_bounds(cfg)
-    steps = f"steps auto (blocks >= {cfg['min_block_s']:g} s)" if cfg["steps"] == AUTO else f"{cfg['steps']} steps"
-    blocks = f"{cfg['repeats']}{'+' if is_adaptive(cfg) else ''} blocks"
-    if least == most:
-        processes = f"{least} process(es)"
-    else:
-        processes = f"processes auto {least}-{most} (until the CI over processes is within {cfg['process_ci_pct']:g}%)"
-    shared = "; host shared with other sessions (share_host)" if cfg.get("share_host") else ""
-    return f"{steps} x {blocks}; {processes}; caches {cfg['compile_cache']}{shared}"
-
-
-def is_adaptive(cfg: dict) -> bool:
-    """Whether a `measure:` block's timed loop may go on past `repeats` blocks (`min_time_s` or `target_ci_pct`)."""
-    return bool(cfg.get("min_time_s")) or bool(cfg.get("target_ci_pct"))
+    def describe(self) -> str:
+        """What the block will do, in a line, `auto` included (validate and --dry-run say it)."""
+        least, most = self.process_bounds()
+        steps = f"steps auto (blocks >= {self.min_block_s:g} s)" if self.steps == AUTO else f"{self.steps} steps"
+        blocks = f"{self.repeats}{'+' if self.adaptive else ''} blocks"
+        if least == most:
+            processes = f"{least} process(es)"
+        else:
+            processes = f"processes auto {least}-{most} (until the CI over processes is within {self.process_ci_pct:g}%)"
+        shared = "; host shared with other sessions (share_host)" if self.share_host else ""
+        return f"{steps} x {blocks}; {processes}; caches {self.compile_cache}{shared}"

@@ -18,6 +18,8 @@ from typing import Any, Iterator
 
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
 from harness.machine import env as env_mod
+from harness.machine.env import FrameworkEnv
+from harness.results.parts import Distributed, Profile
 from harness.results.record import utc_now
 from harness.seam.adapter import Device, RunInputs
 from harness.seam.backend import Backend, RunContext, available_backends
@@ -25,7 +27,7 @@ from harness.seam.distributed import Replica, replica_device, threads_per_replic
 from harness.seam.runspec import RunSpec
 from harness.timing.loop import run_timed
 from harness.timing.profile import profile_run, profiled_calls
-from harness.timing.settings import AUTO
+from harness.timing.settings import AUTO, Measure
 from harness.worker.figures import TimedRun, figures
 from harness.worker.hostlock import HELD_VARIABLE, timing_lock
 from harness.worker.neighbours import paused
@@ -114,12 +116,14 @@ class OpenRun:
     workload: Workload
     params: Params
     options: dict[str, Any]
-    measure: dict[str, Any]
+    measure: Measure
     device: Device
     #: which replica of a data-parallel run this process is; None for a plain run
     replica: Replica | None
     #: who this run is, for another session that waits for the host's timing lock
     who: dict[str, Any] | None = None
+    #: a capacity probe: no telemetry, no launch probe, no autotuning
+    probe: bool = False
 
 
 def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerResult,
@@ -139,7 +143,8 @@ def measure_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: Worker
         phases.next("prepare")
         timed = time_run(backend, run, int(spec.seed or 0), ctx, result, phases)
         result.measured.figures = figures(run.workload, run.params, timed, run.device.neutral,
-                                          result.identity.get("device_name"), result.framework_env or {}, ctx)
+                                          result.identity.get("device_name"), FrameworkEnv.of(result.framework_env),
+                                          ctx)
         if run.replica is not None:
             note_replica(run, timed, result)
         status, error = run.workload.verdict(timed.checks, run.params)
@@ -157,7 +162,7 @@ def open_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerRes
     params = workload.validate(spec.params)
     options = backend.validate_options(spec.options or {})
     threads = spec.cpu_threads or {}
-    measure = spec.measure or {}
+    measure = spec.measure
     replicas = workload.replicas(params)
     replica = Replica.from_env() if replicas > 1 else None
     if replica is None and replicas > 1:
@@ -169,16 +174,17 @@ def open_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerRes
         threads = threads_per_replica(threads, replica.local_world_size)
         device = backend.open_replica(replica_device(spec.device or "auto", replica.local_rank), threads, replica)
         measure = fixed_blocks(measure, ctx)
-        result.distributed_replica = {"world_size": replica.world_size, "local_world_size": replica.local_world_size,
-                                      "timing": "rank 0's clock; every timed block starts and ends at a barrier "
-                                                "of all replicas, so it covers the slowest"}
+        result.distributed_replica = Distributed(
+            world_size=replica.world_size, local_world_size=replica.local_world_size,
+            timing="rank 0's clock; every timed block starts and ends at a barrier of all replicas, so it covers the "
+                   "slowest")
     identity = dict(device.identity())
     result.framework_env = identity.pop("env", None)
     result.identity = identity
     ctx.warnings.extend(device.check_build())  # before any kernel: a build the GPU cannot load is `unsupported`
     who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device or 'auto'}"}
     return OpenRun(workload=workload, params=params, options=options, measure=measure, device=device, replica=replica,
-                   who=who)
+                   who=who, probe=spec.probe)
 
 
 def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result: WorkerResult,
@@ -188,7 +194,7 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
     reason = backend.unsupported_reason(run.workload.name, run.params.model_dump(), run.device.neutral, run.options)
     if reason:  # asked before the worker too, but then the device may have been `auto`
         raise Unsupported(reason)
-    probe = bool(run.measure.get("probe"))  # a capacity probe: no telemetry, no launch probe, no autotuning
+    probe = run.probe
     inputs = RunInputs(seed=seed, options=run.options, ctx=ctx, probe=probe, replica=run.replica)
     device = run.device
     with device.scope():
@@ -212,7 +218,7 @@ def host_isolation(run: OpenRun, result: WorkerResult) -> Iterator[None]:
     """Hold the host's timing lock for the block (harness.worker.hostlock), shared under `measure.share_host`;
     the record's `env.isolation` says how. One process per run takes it on each host: a plain run's worker;
     for a data-parallel run the runner (HELD_VARIABLE), else its local rank 0."""
-    share = bool(run.measure.get("share_host"))
+    share = run.measure.share_host
     if os.environ.get(HELD_VARIABLE) == "1":  # a data-parallel run's replica: the runner holds it for the run
         result.isolation = {"mode": "shared" if share else "exclusive", "held_by": "the runner"}
         yield
@@ -244,7 +250,7 @@ def _timed_steps(prepared, run: OpenRun, probe: bool, ctx: RunContext, result: W
     extra = prepared.timing_fields()
     if not probe:
         extra.update(device.after_timing(prepared.step, timing, run.params, ctx))
-    if run.measure.get("profile") and not probe:
+    if run.measure.profile and not probe:
         profile_after(device, prepared.step, timing, run, ctx, result)
     return timing, work, sync_api, checks, extra
 
@@ -253,7 +259,7 @@ def profile_after(device: Device, step, timing, run: OpenRun, ctx: RunContext, r
     """The record's `profile`, captured after every timed figure is read, so the profiler's overhead never
     lands in them. Every replica of a data-parallel run runs the profiled steps (each meets the others in
     the all-reduce); rank 0's breakdown is the record's."""
-    where = run.measure.get("profile_trace_dir")
+    where = run.measure.profile_trace_dir
     if where and run.replica is not None:
         where = os.path.join(where, f"rank{run.replica.rank}")
     rss_before = host_peak_rss_bytes()  # the record's host_peak_rss_bytes, read at the end, includes the profiler's
@@ -262,39 +268,39 @@ def profile_after(device: Device, step, timing, run: OpenRun, ctx: RunContext, r
         captured.steps = calls * timing.steps_per_call  # a call of a Keras fit step is k training steps
         return captured
 
-    profile = profile_run(capture, timing.step_time_s(), run.measure, ctx.warnings, profiled_calls(timing.steps_per_block))
-    profile["host_peak_rss_before_bytes"] = rss_before
+    profile = profile_run(capture, timing.step_time_s(), run.measure.profile_trace_dir, ctx.warnings,
+                          profiled_calls(timing.steps_per_block))
     if run.replica is None or run.replica.rank == 0:
-        result.profile = profile
+        result.profile = Profile.of({**profile, "host_peak_rss_before_bytes": rss_before})
 
 
 def note_replica(run: OpenRun, timed: TimedRun, result: WorkerResult) -> None:
     """A data-parallel replica's settings from prepare, and the peaks of every replica a process holds, for the
     record's `distributed`."""
     if timed.distributed:
-        result.distributed_replica.update(timed.distributed)
+        result.distributed_replica = result.distributed_replica.updated(**timed.distributed)
     if (peaks := run.device.replica_peaks()) is not None:  # a process holding several replicas
-        result.distributed_replica["replica_peaks"] = peaks
+        result.distributed_replica = result.distributed_replica.updated(replica_peaks=peaks)
 
 
 #: Steps per block of a data-parallel run whose scenario says `steps: auto`.
 DATA_PARALLEL_STEPS = 10
 
 
-def fixed_blocks(measure: dict, ctx: RunContext) -> dict:
+def fixed_blocks(measure: Measure, ctx: RunContext) -> Measure:
     """A data-parallel run's measure: a fixed number of blocks. Every replica runs the same loop and meets
     the others in each step's all-reduce; an adaptive stop decided by each replica from its own clock
     could leave one replica waiting for a step the others never take."""
-    adaptive = {k: measure.get(k) for k in ("min_time_s", "target_ci_pct") if measure.get(k)}
+    adaptive = {k: v for k, v in (("min_time_s", measure.min_time_s), ("target_ci_pct", measure.target_ci_pct)) if v}
     if adaptive:
         ctx.warnings.append(f"{', '.join(f'{k}={v}' for k, v in adaptive.items())} ignored with replicas > 1: "
-                            f"every replica runs the fixed {measure.get('repeats')} blocks (docs/distributed.md)")
-    steps = measure.get("steps")
+                            f"every replica runs the fixed {measure.repeats} blocks (docs/distributed.md)")
+    steps = measure.steps
     if steps == AUTO:  # each replica would calibrate on its own clock and could choose another count
         steps = DATA_PARALLEL_STEPS
         ctx.warnings.append(f"steps: auto chooses one count per process, and every replica must run the same: "
                             f"{steps} steps per block with replicas > 1 (set measure.steps to choose)")
-    return {**measure, "steps": steps, "min_time_s": None, "target_ci_pct": None, "max_repeats": None}
+    return measure.model_copy(update={"steps": steps, "min_time_s": None, "target_ci_pct": None, "max_repeats": None})
 
 
 def execute(spec: RunSpec) -> WorkerResult:

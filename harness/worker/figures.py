@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.machine import nvml
+from harness.machine.env import FrameworkEnv
 from harness.machine.peaks import pct_of_peak, unknown_device_warning
+from harness.results.parts import BlockTiming, Checks, Telemetry
 from harness.seam.backend import RunContext
 from harness.timing import stats
 from harness.timing.loop import Timing
@@ -43,22 +45,21 @@ def summarize(samples: list[float], warnings: list[str]) -> stats.Summary:
     return summary
 
 
-def telemetry_fields(ctx: RunContext, median: float | None, warnings: list[str]) -> dict:
+def telemetry_fields(ctx: RunContext, median: float | None, warnings: list[str]) -> Telemetry:
     """NVML figures of the timed region: power, energy, clocks (with a throttling warning), memory used."""
-    telemetry = ctx.telemetry.figures() if ctx.telemetry is not None else {}
-    low, high = telemetry.get("sm_clock_min_mhz"), telemetry.get("sm_clock_max_mhz")
+    telemetry = Telemetry.of(ctx.telemetry.figures() if ctx.telemetry is not None else {})
+    low, high = telemetry.sm_clock_min_mhz, telemetry.sm_clock_max_mhz
     if low and high and low < 0.9 * high:
         warnings.append(f"SM clock fell to {low} MHz during the timed region (max {high} MHz): throttling")
-    if telemetry.get("energy_j") and median:
-        timed = telemetry.get("timed_seconds") or 0
-        telemetry["per_joule"] = median * timed / telemetry["energy_j"] if timed else None  # images/J or TFLOP/J
-    return {"telemetry": telemetry, "energy_j": telemetry.get("energy_j"), "avg_power_w": telemetry.get("avg_power_w"),
-            "device_used_bytes": telemetry.get("device_used_bytes")}
+    if telemetry.energy_j and median:
+        timed = telemetry.timed_seconds or 0
+        telemetry = telemetry.updated(per_joule=median * timed / telemetry.energy_j if timed else None)  # images/J
+    return telemetry
 
 
-def live_gpu_size(neutral: str, framework_env: dict) -> dict:
+def live_gpu_size(neutral: str, framework_env: FrameworkEnv) -> dict:
     """The GPU's memory and SM count (tell datasheet variants apart): from the framework, else NVML."""
-    memory, sms = framework_env.get("gpu_memory_bytes"), framework_env.get("gpu_multiprocessors")
+    memory, sms = framework_env.gpu_memory_bytes, framework_env.gpu_multiprocessors
     if memory is None:
         index = nvml.nvml_index(int(neutral.split(":", 1)[1]))
         memory = next((g["memory_total_bytes"] for g in nvml.gpus() if g["index"] == index), None)
@@ -66,7 +67,7 @@ def live_gpu_size(neutral: str, framework_env: dict) -> dict:
 
 
 def figures(workload: Workload, params: Params, timed: TimedRun, device: str, device_name: str | None,
-            framework_env: dict, ctx: RunContext) -> Figures:
+            framework_env: FrameworkEnv, ctx: RunContext) -> Figures:
     """The record's figures of a timed run on `device` (a neutral name): statistics of the block rates, TFLOP/s,
     % of the datasheet peak, telemetry; the warnings they call for go to ctx."""
     samples = timed.timing.rates(timed.work_per_step)
@@ -77,14 +78,15 @@ def figures(workload: Workload, params: Params, timed: TimedRun, device: str, de
         warnings.append(overrun)
     out = Figures(median=summary.median, iqr=summary.iqr, ci_low=summary.ci_low, ci_high=summary.ci_high,
                   cv=summary.cv, api=timed.api, samples=samples, step_time_s=timed.timing.step_time_s(),
-                  first_step_s=timed.timing.first_step_s, checks=timed.checks, timing=timed.timing.fields(**timed.extra),
-                  telemetry={}, tflops=tflops(workload, params, summary.median))
+                  first_step_s=timed.timing.first_step_s, checks=Checks.of(timed.checks),
+                  timing=BlockTiming.of(timed.timing.fields(**timed.extra)), telemetry=Telemetry(),
+                  tflops=tflops(workload, params, summary.median))
     if device.startswith("cuda:"):  # a datasheet peak is a GPU's; the CPU has none to miss
         out.has_datasheet = True
         out.pct_of_peak = gpu_pct_of_peak(workload, params, out.tflops, device, device_name, framework_env, warnings)
-    telemetry = telemetry_fields(ctx, summary.median, warnings)
-    out.telemetry, out.energy_j = telemetry["telemetry"], telemetry["energy_j"]
-    out.avg_power_w, out.device_used_bytes = telemetry["avg_power_w"], telemetry["device_used_bytes"]
+    out.telemetry = telemetry = telemetry_fields(ctx, summary.median, warnings)
+    out.energy_j, out.avg_power_w, out.device_used_bytes = (telemetry.energy_j, telemetry.avg_power_w,
+                                                            telemetry.device_used_bytes)
     return out
 
 
@@ -99,7 +101,7 @@ def tflops(workload: Workload, params: Params, median: float | None) -> float | 
 
 
 def gpu_pct_of_peak(workload: Workload, params: Params, tflops: float | None, device: str, device_name: str | None,
-                    framework_env: dict, warnings: list[str]) -> float | None:
+                    framework_env: FrameworkEnv, warnings: list[str]) -> float | None:
     """% of the GPU's datasheet peak, per GPU, at the workload's precision; a warning where the GPU is unknown."""
     precision = workload.peak_precision(params)
     size = live_gpu_size(device, framework_env)

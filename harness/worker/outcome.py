@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.results.parts import BlockTiming, Checks, Distributed, Profile, Telemetry
+
 
 @dataclass
 class Figures:
@@ -26,10 +28,11 @@ class Figures:
     samples: list[float]
     step_time_s: float
     first_step_s: float
-    checks: dict[str, Any]
+    #: the backend's evidence (Prepared.checks), typed
+    checks: Checks
     #: the record's `timing` entry (Timing.fields, with the backend's extra figures)
-    timing: dict[str, Any]
-    telemetry: dict[str, Any]
+    timing: BlockTiming
+    telemetry: Telemetry
     energy_j: float | None = None
     avg_power_w: float | None = None
     device_used_bytes: int | None = None
@@ -43,12 +46,13 @@ class Figures:
         """The figures as record fields, in the record's order."""
         row: dict[str, Any] = dict(median=self.median, iqr=self.iqr, ci_low=self.ci_low, ci_high=self.ci_high,
                                    cv=self.cv, api=self.api, samples=self.samples, step_time_s=self.step_time_s,
-                                   first_step_s=self.first_step_s, checks=self.checks, timing=self.timing)
+                                   first_step_s=self.first_step_s, checks=self.checks.to_dict(),
+                                   timing=self.timing.to_dict())
         if self.tflops is not None:
             row["tflops"] = self.tflops
         if self.has_datasheet:
             row["pct_of_peak"] = self.pct_of_peak
-        row.update(telemetry=self.telemetry, energy_j=self.energy_j, avg_power_w=self.avg_power_w,
+        row.update(telemetry=self.telemetry.to_dict(), energy_j=self.energy_j, avg_power_w=self.avg_power_w,
                    device_used_bytes=self.device_used_bytes)
         return row
 
@@ -70,14 +74,14 @@ class WorkerResult:
     #: seconds per phase of the worker (harness.worker.execute.measure_run)
     phases_s: dict[str, float] | None = None
     #: a data-parallel replica's layout and settings, which the runner merges into the record's `distributed`
-    distributed_replica: dict[str, Any] | None = None
+    distributed_replica: Distributed | None = None
     #: the device's identity (`device`, `device_name`, `framework_version`), once the device is open
     identity: dict[str, Any] = field(default_factory=dict)
     #: the framework's side of `env`: the device's, again once prepare has put its settings in force
     framework_env: dict[str, Any] | None = None
     measured: Measured | None = None
     #: the profile breakdown (measure.profile), or {"error": why}; None where the run was not profiled
-    profile: dict[str, Any] | None = None
+    profile: Profile | None = None
     status: str | None = None
     error: str | None = None
     #: why a failure counts as out-of-memory, where the error was not a memory error itself
@@ -97,7 +101,7 @@ class WorkerResult:
         if self.phases_s is not None:
             row["phases_s"] = self.phases_s
         if self.distributed_replica is not None:
-            row["distributed_replica"] = self.distributed_replica
+            row["distributed_replica"] = self.distributed_replica.to_dict()
         row.update(self.identity)
         if self.framework_env is not None:
             row["env"] = self.framework_env
@@ -106,7 +110,7 @@ class WorkerResult:
             if self.measured.figures is not None:
                 row.update(self.measured.figures.to_dict())
         if self.profile is not None:
-            row["profile"] = self.profile
+            row["profile"] = self.profile.to_dict()
         if self.status is not None:
             row["status"] = self.status
         if self.error is not None:

@@ -25,7 +25,7 @@ from harness.present.report.shaping import (
     speedup_labels,
     versions,
 )
-from harness.results.compare import is_difference, technique_baselines
+from harness.results.compare import ComparisonRow, is_difference, technique_baselines
 from harness.results.record import Result
 
 PEAK_COLOUR = "#d62728"
@@ -40,27 +40,27 @@ def _annotate(ax, x: float, top: float, text: str, **style) -> None:
 NOT_LIKE_FOR_LIKE = ("debugging mode",)
 
 
-def not_like_for_like(row: dict | None) -> bool:
+def not_like_for_like(row: ComparisonRow | None) -> bool:
     """Whether a compare row's warnings say its two sides ran modes that are not like for like."""
-    warnings = str((row or {}).get("warnings") or "")
+    warnings = str(row.warnings or "") if row is not None else ""
     return any(words in warnings for words in NOT_LIKE_FOR_LIKE)
 
 
-def _ratio_label(ax, x: float, top: float, row: dict | None, ratios: dict | None, several: bool) -> None:
+def _ratio_label(ax, x: float, top: float, row: ComparisonRow | None, ratios: dict | None, several: bool) -> None:
     """Above a bar: its ratio to the group's baseline and the verdict (and `not like for like` where a
     side ran a mode not meant for speed), or `baseline` on the baseline's bar."""
-    if row is not None and row.get("ratio") is not None:
-        strong = is_difference(row.get("verdict")) and not not_like_for_like(row)
-        busy = ", busy" if row.get("busy") else ""  # measured on a busy machine: see the table
+    if row is not None and row.ratio is not None:
+        strong = is_difference(row.verdict) and not not_like_for_like(row)
+        busy = ", busy" if row.busy else ""  # measured on a busy machine: see the table
         caveat = "\nnot like for like" if not_like_for_like(row) else ""
-        text = f"{row['ratio']:.2f}\u00d7\n{short_verdict(row.get('verdict'))}{busy}{caveat}"
+        text = f"{row.ratio:.2f}\u00d7\n{short_verdict(row.verdict)}{busy}{caveat}"
         _annotate(ax, x, top, text, fontsize=7.5, color="#000" if strong else "#777",
                   fontweight="bold" if strong else "normal")
     elif ratios is not None and row is None and several:
         _annotate(ax, x, top, "baseline", fontsize=7, color="#777")
 
 
-def _bar(ax, x: float, width: float, group: Group, variant: str, colour: str, value, row: dict | None,
+def _bar(ax, x: float, width: float, group: Group, variant: str, colour: str, value, row: ComparisonRow | None,
          ratios: dict | None) -> float | None:
     """One variant's bar of a group (median, CI whisker, labels above it); its top, or None where nothing is drawn."""
     med, low, high, n = estimate(group.ok[variant], value)
@@ -186,27 +186,27 @@ def plot_tflops_vs_peak(records: list[Result], spec, colours: dict) -> Plot | st
     return Plot(f"{spec.name}_tflops_vs_peak", title, canvas.png(fig), caption)
 
 
-def _speedup_bar(ax, i: int, r: dict, colour: str, variant: str, seen: list[str]) -> None:
+def _speedup_bar(ax, i: int, r: ComparisonRow, colour: str, variant: str, seen: list[str]) -> None:
     """One technique row's bar: its ratio with the CI (pale without a verdict) and its change written beside it."""
-    ratio = r["ratio"]
-    if ratio is None or r.get("ratio_ci_low") is None or r["ratio_ci_low"] != r["ratio_ci_low"]:
-        if ratio is not None and ratio == ratio:
+    ratio = r.ratio
+    if ratio is None or r.ratio_ci_low is None:
+        if ratio is not None:
             ax.barh(i, ratio, color=colour, alpha=0.35)
         return
-    err = [[max(ratio - r["ratio_ci_low"], 0)], [max(r["ratio_ci_high"] - ratio, 0)]]
-    significant = is_difference(r["verdict"])
+    err = [[max(ratio - r.ratio_ci_low, 0)], [max(r.ratio_ci_high - ratio, 0)]]
+    significant = is_difference(r.verdict)
     ax.barh(i, ratio, xerr=err, color=colour, alpha=0.9 if significant else 0.35, capsize=3,
             label=variant if variant not in seen else None)
     seen.append(variant)
-    note = f"{r['change_pct']:+.1f}%"
+    note = f"{r.change_pct:+.1f}%"
     if not significant:
-        note += f" ({short_verdict(r['verdict'])}, {r['baseline_runs']} vs {r['value_runs']})"
-    ax.text(r["ratio_ci_high"], i, " " + note, va="center", fontsize="small")
+        note += f" ({short_verdict(r.verdict)}, {r.baseline_runs} vs {r.value_runs})"
+    ax.text(r.ratio_ci_high, i, " " + note, va="center", fontsize="small")
 
 
-def plot_technique_speedups(tables: dict, colours: dict | None = None) -> Plot | str:
+def plot_technique_speedups(tables: dict[str, list[ComparisonRow]], colours: dict | None = None) -> Plot | str:
     """Ratio of each technique value to its baseline value (95% CI), one colour per backend variant."""
-    rows = [r for frame in tables.values() for r in frame.to_dict(orient="records")]
+    rows = [r for found in tables.values() for r in found]
     if not rows:
         return (f"No technique ({', '.join(technique_baselines())}) was measured at two values under otherwise "
                 "equal settings: technique speedups skipped.")
@@ -220,9 +220,9 @@ def plot_technique_speedups(tables: dict, colours: dict | None = None) -> Plot |
         variant = row_variant(r)
         _speedup_bar(ax, i, r, colours.setdefault(variant, PALETTE[len(colours) % len(PALETTE)]), variant, seen)
     ax.axvline(1.0, color="black", linewidth=1)
-    highs = [r["ratio_ci_high"] for r in rows if present(r.get("ratio_ci_high"))]
-    highs += [r["ratio"] for r in rows if present(r.get("ratio"))]
-    quiet = any(not is_difference(r.get("verdict")) for r in rows)
+    highs = [r.ratio_ci_high for r in rows if present(r.ratio_ci_high)]
+    highs += [r.ratio for r in rows if present(r.ratio)]
+    quiet = any(not is_difference(r.verdict) for r in rows)
     ax.set_xlim(0, max(highs + [1.0]) * (1.45 if quiet else 1.2))  # room for the labels
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(labels, fontsize="small")

@@ -12,6 +12,7 @@ from harness.present.report.sections import build_sections
 from harness.present.report.shaping import device_label, versions
 from harness.results.compare import as_results
 from harness.results.record import Result
+from harness.results.sessions import UnfinishedSession
 
 
 def _overview(records: list[Result]) -> list[str]:
@@ -26,7 +27,8 @@ def _overview(records: list[Result]) -> list[str]:
     ]
 
 
-def write_report(records, output_dir: str | Path = "reports", sessions: list[dict] | None = None) -> dict[str, Path]:
+def write_report(records, output_dir: str | Path = "reports",
+                 sessions: list[UnfinishedSession] | None = None) -> dict[str, Path]:
     """Write report.html, report.md and the plots' PNG files into output_dir; the paths written."""
     records = as_results(records)
     sections = build_sections(records, sessions)

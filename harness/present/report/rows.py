@@ -13,7 +13,7 @@ from harness.present.report.shaping import (
     varying_settings,
 )
 from harness.present.table import summary_rows
-from harness.results.compare import alike, compare, display_rows
+from harness.results.compare import alike, comparison_rows, display_rows
 from harness.results.record import Result
 
 
@@ -31,8 +31,7 @@ def unfinished_rows(records: list[Result]) -> list[dict]:
     rows = []
     for (workload, variant, device, _, status, _reason), members in grouped.items():
         same = [r for r in records if r.workload == workload]
-        params = members[0].params or {}
-        settings = ", ".join(setting(workload, p, params.get(p)) for p in varying_settings(same))
+        settings = ", ".join(setting(workload, p, members[0].param(p)) for p in varying_settings(same))
         total = sum(1 for r in same if variant_of(r) == variant and r.params == members[0].params
                     and device_label(r) == device)
         rows.append({"workload": workload, "backend": variant, "device": device, "settings": settings or "-",
@@ -47,7 +46,7 @@ def device_ratio_rows(records: list[Result]) -> list[dict] | str:
     if len(names) < 2:
         return "Only one device in these results: no device ratios."
     try:
-        table = compare(records, ["device_name"])
+        table = comparison_rows(records, ["device_name"])
     except InputError as exc:
         return f"No device ratios: {exc}"
     common, rows = display_rows(table)
@@ -70,8 +69,7 @@ def result_rows(records: list[Result]) -> list[dict]:
 def record_label(record: Result, params: list[str]) -> str:
     """`workload variant device param=value ...`: a record's configuration in one line of the warnings."""
     parts = [str(record.workload), variant_of(record), device_label(record)]
-    values = record.params or {}
-    parts += [setting(record.workload, p, values[p]) for p in params if values.get(p) is not None]
+    parts += [setting(record.workload, p, record.param(p)) for p in params if record.param(p) is not None]
     return " ".join(parts)
 
 

@@ -18,7 +18,6 @@ from harness.present.report.rows import (
 from harness.present.report.shaping import (
     configuration_groups,
     group_ratios,
-    integral,
     metric_sets,
     not_probes,
     settings,
@@ -28,7 +27,7 @@ from harness.present.report.shaping import (
 )
 from harness.results.compare import (
     as_results,
-    compare,
+    comparison_rows,
     describe_common,
     describe_fastest,
     display_rows,
@@ -37,6 +36,7 @@ from harness.results.compare import (
     technique_speedups,
 )
 from harness.results.record import Result
+from harness.results.sessions import UnfinishedSession
 from harness.seam.backend import BUILTIN_BACKENDS
 from harness.workloads import WORKLOADS
 
@@ -76,24 +76,24 @@ def framework_section(records: list[Result], colours: dict) -> Section:
     return section
 
 
-def unfinished_section(records: list[Result], sessions: list[dict] | None = None) -> Section:
+def unfinished_section(records: list[Result], sessions: list[UnfinishedSession] | None = None) -> Section:
     """Runs that ended other than ok, and sessions that ended before their plan did (`sessions`: from
     harness.commands.report.unfinished_sessions), whose missing runs left no record at all."""
     section = Section("Runs that did not finish")
     rows = unfinished_rows(records)
     probes = [r for r in records if r.probe_of]
     for s in sessions or []:
-        if s.get("left"):
+        if s.left:
             section.parts.append(("text", (
-                f"Session {s['session_id']} ended {s.get('state')}: {s['left']} of its {s['planned']} planned "
-                f"{s.get('what', 'run(s)')} have no ok result (a run stopped part-way leaves no record). "
-                f"`harness run --resume {s['session_id']}` runs them.")))
+                f"Session {s.session_id} ended {s.state}: {s.left} of its {s.planned} planned "
+                f"{s.what} have no ok result (a run stopped part-way leaves no record). "
+                f"`harness run --resume {s.session_id}` runs them.")))
     if rows:
         section.parts.append(("text", f"{len(rows)} configuration(s) with runs that ended other than ok "
                                       "(unsupported: the backend cannot run it, and says why; failed, timeout, "
                                       "oom, diverged: it ran and did not finish). They are in no plot's bars."))
         section.parts.append(("table", rows, 2 * CELL_CHARS))  # a reason's first lines, whole
-    elif any(s.get("left") for s in sessions or []):
+    elif any(s.left for s in sessions or []):
         section.parts.append(("text", "Every stored run ended ok."))
     else:
         section.parts.append(("text", "Every run ended ok."))
@@ -122,13 +122,12 @@ def technique_section(records: list[Result], colours: dict) -> Section:
     section = Section("Speedup of each technique")
     tables = technique_speedups(records)
     section.parts.append(plot_technique_speedups(tables, colours))
-    for technique, frame in tables.items():
-        for workload in dict.fromkeys(frame["workload"]) if "workload" in frame else [None]:
-            part = frame if workload is None else frame[frame["workload"] == workload].dropna(axis=1, how="all")
-            rows = [{k: integral(v) for k, v in row.items()} for row in part.to_dict(orient="records")]
-            common, rows = display_rows(rows)
+    for rows in tables.values():
+        for workload in dict.fromkeys(r.fixed("workload") for r in rows):
+            part = [r.with_whole_numbers() for r in rows if r.fixed("workload") == workload]
+            common, shown = display_rows(part)
             section.parts.append(("text", describe_common(common)))
-            section.parts.append(("table", rows))
+            section.parts.append(("table", shown))
     return section
 
 
@@ -143,7 +142,7 @@ def scaling_section(records: list[Result]) -> Section | None:
         if not name or len({int(r.replicas or 1) for r in mine}) < 2:
             continue
         try:
-            table = compare(mine, [name])
+            table = comparison_rows(mine, [name])
         except InputError:
             continue
         common, rows = display_rows(table)
@@ -160,18 +159,18 @@ def results_section(records: list[Result]) -> Section:
         mine = [r for r in records if r.workload == workload]
         _, fixed = settings(mine)
         rows = result_rows(mine)
-        same = [c for c in dict.fromkeys(k for row in rows for k in row)
-                if len(rows) > 1 and len({cell_text(row.get(c)) for row in rows}) == 1 and c != "backend"]
-        fixed += [f"{c} {cell_text(rows[0].get(c))}" for c in same if cell_text(rows[0].get(c)) not in ("", "-")
-                  and f"({cell_text(rows[0].get(c))})" not in " ".join(fixed)]  # the device, said already
-        fixed += [f"no {c}" for c in same if cell_text(rows[0].get(c)) == "-"]
+        texts = {c: [cell_text(row.get(c)) for row in rows] for c in dict.fromkeys(k for row in rows for k in row)}
+        same = [c for c, cells in texts.items() if len(rows) > 1 and len(set(cells)) == 1 and c != "backend"]
+        fixed += [f"{c} {texts[c][0]}" for c in same if texts[c][0] not in ("", "-")
+                  and f"({texts[c][0]})" not in " ".join(fixed)]  # the device, said already
+        fixed += [f"no {c}" for c in same if texts[c][0] == "-"]
         rows = [{k: v for k, v in row.items() if k not in same} for row in rows]
         section.parts.append(("text", f"{workload}, {len(mine)} result(s); every row: {', '.join(fixed) or '-'}."))
         section.parts.append(("table", rows))
     return section
 
 
-def build_sections(records, sessions: list[dict] | None = None) -> list[Section]:
+def build_sections(records, sessions: list[UnfinishedSession] | None = None) -> list[Section]:
     """The report's sections, in order, from result records (all statuses; plots use only ok ones) and the
     unfinished sessions they came from (see unfinished_section)."""
     records = as_results(records)

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from harness.errors import InputError
 from harness.machine.peaks import peak_tflops
 from harness.results.compare import (
-    DATASHEET_COLUMNS,
     EQUIVALENT,
-    RESULT_COLUMNS,
+    FIGURE_COLUMNS,
+    ComparisonRow,
     backend_variant,
-    compare,
+    comparison_rows,
     is_difference,
     match_key,
     process_value,
@@ -118,11 +118,6 @@ def describe_settings(records: list[Result], shown: tuple[str, ...] = ()) -> str
     return f"varies: {', '.join(varies) or 'nothing'}; fixed: {', '.join(fixed) or 'nothing'}"
 
 
-def integral(value):
-    """A float that holds an integer (a parameter pandas widened beside NaN) as that integer."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def sentence(text: str) -> str:
     """The text with its first letter capitalised."""
     return text[:1].upper() + text[1:]
@@ -194,8 +189,7 @@ def _group_label(records: list[Result], varying: list[str], devices: bool, scena
         parts.append(device_label(first))
     if scenarios:
         parts.append(str(first.scenario))
-    params = first.params or {}
-    parts += [setting(first.workload, p, params.get(p)) for p in varying]
+    parts += [setting(first.workload, p, first.param(p)) for p in varying]
     return "\n".join(parts) or "(one configuration)"
 
 
@@ -239,7 +233,7 @@ def group_baseline(variants: list[str], group: Group) -> str | None:
     return next((v for v in variants if v in group.ok), None)
 
 
-def group_ratios(groups: list[Group], variants: list[str]) -> tuple[dict, list[dict]]:
+def group_ratios(groups: list[Group], variants: list[str]) -> tuple[dict, list[ComparisonRow]]:
     """({(group index, variant): compare row}, every compare row) against each group's baseline variant."""
     ratios, rows = {}, []
     for gi, group in enumerate(groups):
@@ -247,11 +241,11 @@ def group_ratios(groups: list[Group], variants: list[str]) -> tuple[dict, list[d
             continue
         base = group_baseline(variants, group)
         try:
-            table = compare([r for rs in group.ok.values() for r in rs], ["backend"], baseline=base)
+            table = comparison_rows([r for rs in group.ok.values() for r in rs], ["backend"], baseline=base)
         except InputError:
             continue
-        for row in table.to_dict(orient="records"):
-            ratios[(gi, row["value"])] = row
+        for row in table:
+            ratios[(gi, row.value)] = row
             rows.append(row)
     return ratios, rows
 
@@ -270,18 +264,16 @@ def line_points(records: list[Result], x_param: str, colours: dict) -> tuple[dic
     and a note naming the usual value of each other varying setting, which line labels leave out."""
     others = varying_settings(records, (x_param,))
     devices = len({device_label(r) for r in records}) > 1
-    usual = {p: Counter(json.dumps((r.params or {}).get(p), default=str) for r in records).most_common(1)[0][0]
+    usual = {p: Counter(json.dumps(r.param(p), default=str) for r in records).most_common(1)[0][0]
              for p in others}
     lines: dict[tuple, dict] = {}
     workload = next((r.workload for r in records), None)
     for r in records:
-        params = r.params or {}
-        x = params.get(x_param)
+        x = r.param(x_param)
         if x is None:
             continue
         rest = ([device_label(r)] if devices else []) + [
-            setting(workload, p, params.get(p)) for p in others
-            if json.dumps(params.get(p), default=str) != usual[p]]
+            setting(workload, p, r.param(p)) for p in others if json.dumps(r.param(p), default=str) != usual[p]]
         lines.setdefault((variant_of(r), ", ".join(rest)), {}).setdefault(x, []).append(r)
     note = ""
     if others:
@@ -305,15 +297,15 @@ def device_peak(record: Result, spec) -> tuple[float | None, str]:
     return peak_tflops(record.device_name, precision, **record.gpu_size()), what
 
 
-def row_variant(row: dict) -> str:
-    """The backend variant of a comparison row (its options are a column of it, or its JSON)."""
-    options = row.get("options")
+def row_variant(row: ComparisonRow) -> str:
+    """The backend variant of a comparison row (its options are a match field of it, or its JSON)."""
+    options = row.fixed("options")
     if isinstance(options, str):
         try:
             options = json.loads(options)
         except ValueError:
             options = None
-    backend = str(row.get("backend"))
+    backend = str(row.fixed("backend"))
     if isinstance(options, dict) and options:
         return f"{backend}[{','.join(f'{k}={v}' for k, v in sorted(options.items()))}]"
     return backend
@@ -324,21 +316,22 @@ def present(value) -> bool:
     return value is not None and value == value
 
 
-def speedup_labels(rows: list[dict]) -> tuple[list[str], dict[str, list[str]]]:
+def speedup_labels(rows: list[ComparisonRow]) -> tuple[list[str], dict[str, list[str]]]:
     """(a label per technique comparison row, {workload: the settings that vary among its rows}): within each
     workload, only the settings that differ between its bars label them."""
-    result = set(RESULT_COLUMNS) | set(DATASHEET_COLUMNS)
-    context = list(dict.fromkeys(c for r in rows for c in r if c not in result and c not in technique_baselines()))
+    context = list(dict.fromkeys(c for r in rows for c in r.where
+                                 if c not in FIGURE_COLUMNS and c not in technique_baselines()))
     varying: dict[str, list[str]] = {}
-    for workload in dict.fromkeys(r.get("workload") for r in rows):
-        group = [r for r in rows if r.get("workload") == workload]
+    for workload in dict.fromkeys(r.fixed("workload") for r in rows):
+        group = [r for r in rows if r.fixed("workload") == workload]
         varying[workload] = [c for c in context if c not in ("backend", "workload", "options")
-                             and len({shown_text(r.get(c)) for r in group if present(r.get(c))}) > 1]
+                             and len({shown_text(r.fixed(c)) for r in group if present(r.fixed(c))}) > 1]
     several = len(varying) > 1
     labels = []
     for r in rows:
-        parts = [f"{r['compared']} {r['value']} vs {r['baseline']}", row_variant(r)]
-        parts += [str(r.get("workload"))] if several else []
-        parts += [setting(r.get("workload"), c, r.get(c)) for c in varying[r.get("workload")] if present(r.get(c))]
+        workload = r.fixed("workload")
+        parts = [f"{r.compared} {r.value} vs {r.baseline}", row_variant(r)]
+        parts += [str(workload)] if several else []
+        parts += [setting(workload, c, r.fixed(c)) for c in varying[workload] if present(r.fixed(c))]
         labels.append(" | ".join(parts))
     return labels, varying

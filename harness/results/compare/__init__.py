@@ -15,8 +15,8 @@ change of at least the minimum effect (README, "Statistics").
 
 By job: `records` reads a record (its configuration key, backend variant, per-process value),
 `verdicts` judges a row, `datasheet` gives the device ratio the datasheets expect, `pairing` builds
-the rows against the `baseline` with their `caveats`, `display` formats them; `fastest`, `techniques`
-and `regressions` answer from them.
+the rows (`row.ComparisonRow`, typed; a DataFrame only for users) against the `baseline` with their
+`caveats`, `display` formats them; `fastest`, `techniques` and `regressions` answer from them.
 """
 
 from harness.results.compare.baseline import label, resolve_baseline, session_baseline
@@ -37,9 +37,8 @@ from harness.results.compare.fastest import describe_fastest, fastest_configurat
 from harness.results.compare.pairing import (
     CI_PROCESSES,
     CI_WITHIN,
-    RESULT_COLUMNS,
-    SCALING_COLUMNS,
     compare,
+    comparison_rows,
     scaling_efficiency_of,
 )
 from harness.results.compare.records import (
@@ -63,6 +62,14 @@ from harness.results.compare.records import (
     sample_values,
 )
 from harness.results.compare.regressions import fail_if_slower, slowdown_pct
+from harness.results.compare.row import (
+    FIGURE_COLUMNS,
+    RESULT_COLUMNS,
+    SCALING_COLUMNS,
+    ComparisonRow,
+    frame_of,
+    rows_of,
+)
 from harness.results.compare.techniques import technique_baselines, technique_speedups
 from harness.results.compare.verdicts import (
     ALPHA,
@@ -84,9 +91,10 @@ _alike, _match_key = alike, match_key
 
 __all__ = [
     "ALPHA", "BUSY_NOTE", "BY_FIELDS", "CI_PROCESSES", "CI_WITHIN", "CONTEXT_FIELDS", "DATASHEET_COLUMNS", "EQUIVALENT", "FASTER",
-    "INCONCLUSIVE", "KEY_FIELDS", "LINKED", "METRICS", "MIN_EFFECT_PCT", "RESULT_COLUMNS", "SAME",
-    "SCALING_COLUMNS", "SLOWER", "UNTESTED", "alike", "as_records", "as_results", "backend_options",
-    "backend_variant", "busy_records", "canonical_backend", "compare", "datasheet_ratio", "describe_common",
+    "FIGURE_COLUMNS", "INCONCLUSIVE", "KEY_FIELDS", "LINKED", "METRICS", "MIN_EFFECT_PCT", "RESULT_COLUMNS", "SAME",
+    "SCALING_COLUMNS", "SLOWER", "UNTESTED", "ComparisonRow", "alike", "as_records", "as_results", "backend_options",
+    "backend_variant", "busy_records", "canonical_backend", "compare", "comparison_rows", "datasheet_ratio",
+    "describe_common", "frame_of", "rows_of",
     "describe_fastest", "display_rows", "equivalent", "fail_if_slower", "fastest_configurations", "field_value", "fmt",
     "inconclusive_reason", "is_difference", "known_fields", "label", "load_records", "match_key", "ok_records",
     "option_defaults", "parse_by", "peak_precision", "process_value",

@@ -27,11 +27,7 @@ PARTS = (*CLASSES, "idle")
 
 def profile_ms(record: Result) -> dict[str, float] | None:
     """Milliseconds per step in each class and `idle` of a record's breakdown; None where it has none."""
-    profile = record.profile if isinstance(record.profile, dict) else {}
-    classes = profile.get("classes_s")
-    if not isinstance(classes, dict) or profile.get("idle_s") is None:
-        return None
-    return {**{c: 1e3 * float(classes.get(c) or 0.0) for c in CLASSES}, "idle": 1e3 * float(profile["idle_s"])}
+    return record.profile.ms_per_step(CLASSES)
 
 
 @dataclass(frozen=True)
@@ -54,7 +50,7 @@ class Side:
         mean = {p: sum(ms[p] for _, ms in found) / len(found) for p in PARTS}
         timed = [r.step_time_s for r, _ in found if r.step_time_s]
         return cls(name, mean, len(found), 1e3 * stats.median(timed) if timed else None,
-                   str(found[0][0].profile.get("activity", "")))
+                   str(found[0][0].profile.activity or ""))
 
     @property
     def step_ms(self) -> float:

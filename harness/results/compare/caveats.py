@@ -42,8 +42,7 @@ def busy_records(records: list[Result]) -> list[tuple[Result, list[str]]]:
 
     out = []
     for record in records:
-        env = record.env
-        reasons = busy_reasons(env if isinstance(env, dict) else {}, record.device)
+        reasons = busy_reasons(record.env, record.device)
         if reasons:
             out.append((record, reasons))
     return out
@@ -60,10 +59,9 @@ def busy_warning(label: str, records: list[Result]) -> str | None:
 
 def host_of(record: Result) -> str | None:
     """The machine a record was measured on: its Slurm node where a job ran it, else the host the worker saw."""
-    slurm = record.extra.get("slurm") if isinstance(record.extra, dict) else None
-    node = slurm.get("node") if isinstance(slurm, dict) else None
-    env = record.env if isinstance(record.env, dict) else {}
-    return node or env.get("hostname")
+    slurm = record.note("slurm")
+    node = slurm.get("node") if isinstance(slurm, dict) else None  # a note, as the Slurm executor wrote it
+    return node or record.env.hostname
 
 
 def _hosts_warning(base_label: str, base: list[Result], value_label: str, value: list[Result],
@@ -79,10 +77,11 @@ def _hosts_warning(base_label: str, base: list[Result], value_label: str, value:
             f"{', '.join(sorted(hosts_value))}): the difference may be the machines'"]
 
 
-def row_warnings(base_label: str, base: list[Result], value_label: str, value: list[Result], by: list[str]) -> dict:
+def row_warnings(base_label: str, base: list[Result], value_label: str, value: list[Result],
+                 by: list[str]) -> tuple[bool, str]:
     """A comparison row's `busy` (either side's machine was busy) and `warnings` (each told once), from the
     records of its two sides."""
     warnings = (_hosts_warning(base_label, base, value_label, value, by)
                 + side_warnings(base_label, base, by) + side_warnings(value_label, value, by))
     busy = [w for w in (busy_warning(base_label, base), busy_warning(value_label, value)) if w]
-    return dict(busy=bool(busy), warnings="; ".join(dict.fromkeys(busy + warnings)))
+    return bool(busy), "; ".join(dict.fromkeys(busy + warnings))

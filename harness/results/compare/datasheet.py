@@ -17,7 +17,7 @@ def peak_precision(record: Result) -> str | None:
         workload = WORKLOADS[record.workload]
         return workload.peak_precision(workload.validate(params))
     except Exception:  # an unknown or older workload: read the neutral name directly
-        precision = params.get("precision")
+        precision = record.param("precision")
         return str(precision).replace("amp_", "") if precision else None
 
 
@@ -37,7 +37,7 @@ def datasheet_ratio(name_value: str | None, name_baseline: str | None, precision
     return ratio, f"{sheet_v['model']} / {sheet_b['model']} {precision}: {peak_v:g} / {peak_b:g} = {ratio:.2f}"
 
 
-def datasheet_columns(base_records: list[Result], value_records: list[Result]) -> dict:
+def datasheet_columns(base_records: list[Result], value_records: list[Result]) -> tuple[float | None, str | None]:
     """A device comparison row's datasheet_ratio and datasheet: known where each side ran on one device model."""
     names_b = {r.device_name for r in base_records}
     names_v = {r.device_name for r in value_records}
@@ -46,4 +46,4 @@ def datasheet_columns(base_records: list[Result], value_records: list[Result]) -
     if len(names_b) == 1 and len(names_v) == 1:
         sheet = datasheet_ratio(next(iter(names_v)), next(iter(names_b)), precision,
                                 value_records[0].gpu_size(), base_records[0].gpu_size())
-    return dict(datasheet_ratio=sheet[0], datasheet=sheet[1])
+    return sheet

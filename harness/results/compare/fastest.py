@@ -30,7 +30,7 @@ def _fastest(workload: str | None, variant: str | None, mine: list[Result], metr
     scored = [(stats.median([process_value(r, metric) for r in rs]), rs) for rs in configs.values()]
     best, best_records = (max if higher else min)(scored, key=lambda item: item[0])
     params = best_records[0].params or {}
-    varying = [k for k in params if len({hashable((r.params or {}).get(k)) for r in mine}) > 1]
+    varying = [k for k in params if len({hashable(r.param(k)) for r in mine}) > 1]
     config = {}
     if len({r.device for r in mine}) > 1:
         config["device"] = best_records[0].device

@@ -18,7 +18,7 @@ from harness.results.compare.baseline import (
     resolve_baseline,
 )
 from harness.results.compare.caveats import row_warnings
-from harness.results.compare.datasheet import DATASHEET_COLUMNS, datasheet_columns
+from harness.results.compare.datasheet import datasheet_columns
 from harness.results.compare.records import (
     BY_FIELDS,
     field_value,
@@ -32,6 +32,7 @@ from harness.results.compare.records import (
     record_params,
     sample_values,
 )
+from harness.results.compare.row import ComparisonRow, frame_of
 from harness.results.compare.verdicts import (
     ALPHA,
     METRICS,
@@ -46,15 +47,6 @@ from harness.workloads import WORKLOADS
 
 #: ci_basis values: the ratio's CI came from a bootstrap over processes, or from one process's blocks.
 CI_PROCESSES, CI_WITHIN = "processes", "within-process"
-
-#: Columns every comparison row has, after the match key's columns.
-RESULT_COLUMNS = (
-    "compared", "baseline", "value", "metric", "unit", "baseline_median", "value_median", "ratio",
-    "ratio_ci_low", "ratio_ci_high", "ci_basis", "change_pct", "p_value", "verdict", "baseline_runs", "value_runs",
-    "baseline_samples", "value_samples", "baseline_cv", "value_cv", "higher_is_better", "busy", "warnings",
-)
-#: Columns of a comparison by a workload's replicas parameter (docs/distributed.md).
-SCALING_COLUMNS = ("scaling_efficiency",)
 
 
 def scaling_efficiency_of(record_base: Result, record_value: Result, ratio) -> float | None:
@@ -131,35 +123,31 @@ def _ratio_ci(base: Side, value: Side, ratio) -> tuple:
     return low, high, basis
 
 
-def _row(key: tuple, base_value: tuple, base: Side, value: tuple, side: Side, question: Question) -> dict:
+def _row(key: tuple, base_value: tuple, base: Side, value: tuple, side: Side, question: Question) -> ComparisonRow:
     """The comparison row of one compared value against its group's baseline."""
-    n_base, n_value = len(base.processes), len(side.processes)
-    base_median, value_median = stats.median(base.processes), stats.median(side.processes)
     first, metric = base.records[0], question.metric
     judged = judge(base.processes, side.processes, verdict_words(metric, first.unit), alpha=question.alpha,
                    min_effect=question.min_effect)
-    ratio, p_value = judged.ratio, judged.p_value
+    ratio = judged.ratio
     low, high, basis = _ratio_ci(base, side, ratio)
-    row = {name.removeprefix("params."): v for name, v in key}
-    row.update(
+    busy, warnings = row_warnings(label(base_value), base.records, label(value), side.records, question.by)
+    sheet = datasheet_columns(base.records, side.records) if question.by_device else (None, None)
+    return ComparisonRow(
+        where={name.removeprefix("params."): v for name, v in key},
         compared=",".join(question.by), baseline=label(base_value), value=label(value),
         metric=first.metric if metric == "median" else metric, unit=first.unit if metric == "median" else metric,
-        baseline_median=base_median, value_median=value_median, ratio=ratio, ratio_ci_low=low, ratio_ci_high=high,
-        ci_basis=basis, change_pct=None if ratio is None else 100.0 * (ratio - 1.0), p_value=p_value,
-        verdict=judged.verdict,
-        baseline_runs=n_base, value_runs=n_value, baseline_samples=len(base.blocks), value_samples=len(side.blocks),
-        baseline_cv=stats.cv(base.processes), value_cv=stats.cv(side.processes),
-        higher_is_better=higher_is_better(metric, first.unit),
-        **row_warnings(label(base_value), base.records, label(value), side.records, question.by),
-    )
-    if question.by_scaling:
-        row["scaling_efficiency"] = scaling_efficiency_of(first, side.records[0], ratio)
-    if question.by_device:
-        row.update(datasheet_columns(base.records, side.records))
-    return row
+        baseline_median=stats.median(base.processes), value_median=stats.median(side.processes), ratio=ratio,
+        ratio_ci_low=low, ratio_ci_high=high, ci_basis=basis,
+        change_pct=None if ratio is None else 100.0 * (ratio - 1.0), p_value=judged.p_value, verdict=judged.verdict,
+        baseline_runs=len(base.processes), value_runs=len(side.processes), baseline_samples=len(base.blocks),
+        value_samples=len(side.blocks), baseline_cv=stats.cv(base.processes), value_cv=stats.cv(side.processes),
+        higher_is_better=higher_is_better(metric, first.unit), busy=busy, warnings=warnings,
+        by_device=question.by_device, datasheet_ratio=sheet[0], datasheet=sheet[1], by_scaling=question.by_scaling,
+        scaling_efficiency=scaling_efficiency_of(first, side.records[0], ratio) if question.by_scaling else None)
 
 
-def _group_rows(key: tuple, sides: dict, base_value: tuple, order: list[tuple], question: Question) -> list[dict]:
+def _group_rows(key: tuple, sides: dict, base_value: tuple, order: list[tuple],
+                question: Question) -> list[ComparisonRow]:
     """The rows of one match group: each other compared value against the baseline's."""
     base = Side.of(sides[base_value], question.metric)
     if not base.processes:
@@ -204,7 +192,14 @@ def grouped(records: list[Result], by: list[str]) -> tuple[list[tuple], dict]:
 
 def compare(records, by: list[str], baseline: str | None = None, metric: str = "median", *,
             min_effect: float = MIN_EFFECT_PCT, alpha: float = ALPHA):
-    """A pandas DataFrame, one row per (match group, compared value) against the baseline value.
+    """comparison_rows as a pandas DataFrame (`harness compare`'s CSV and JSON, users' notebooks): the match fields,
+    then RESULT_COLUMNS (and DATASHEET_COLUMNS by device, SCALING_COLUMNS by replicas)."""
+    return frame_of(comparison_rows(records, by, baseline, metric, min_effect=min_effect, alpha=alpha))
+
+
+def comparison_rows(records, by: list[str], baseline: str | None = None, metric: str = "median", *,
+                    min_effect: float = MIN_EFFECT_PCT, alpha: float = ALPHA) -> list[ComparisonRow]:
+    """One row per (match group, compared value) against the baseline value.
 
     Only status-ok records take part (Results, record rows or a DataFrame), and each is one process: one
     sample, its median (or its value of `metric`). `ratio` is value / baseline of the medians of those
@@ -216,9 +211,6 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
     rows whose records say their machine was busy. InputError on an unknown field, metric or baseline,
     or when nothing can be matched.
     """
-    # deferred on purpose: `harness run` imports this package for its tables, and pandas is slow to import
-    import pandas as pd
-
     records, by = _comparable(records, by, metric, min_effect)
     order, groups = grouped(records, by)
     wanted = resolve_baseline(baseline, by, order) if baseline is not None else None
@@ -237,8 +229,4 @@ def compare(records, by: list[str], baseline: str | None = None, metric: str = "
             f"--by {','.join(by)}: no two ok results differ only in {', '.join(by)} (values seen: {values})",
             field="--by",
         )
-    frame = pd.DataFrame(rows)
-    tail = (list(RESULT_COLUMNS) + (list(DATASHEET_COLUMNS) if question.by_device else [])
-            + (list(SCALING_COLUMNS) if by_scaling else []))
-    head = [c for c in frame.columns if c not in tail]
-    return frame[head + tail]
+    return rows

@@ -67,11 +67,11 @@ def _session_ids(store: Store, path: str, sessions: Iterable[str]) -> list[str]:
     for session in sessions:
         found = store.session(session)
         if found is not None:
-            full_ids.append(found["session_id"])
+            full_ids.append(found.session_id)
             continue
         ids = sorted({r.session_id for r in store.results() if str(r.session_id).startswith(session)})
         if len(ids) != 1:
-            known = ", ".join(s["session_id"] for s in store.sessions()) or "none"
+            known = ", ".join(s.session_id for s in store.sessions()) or "none"
             raise InputError(f"store {path}: no single session matches {session!r} (sessions: {known})",
                              source=path, field="--session")
         full_ids.append(ids[0])

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from harness.errors import InputError
-from harness.results.compare.pairing import compare
+from harness.results.compare.pairing import comparison_rows
 from harness.results.compare.records import ok_records
+from harness.results.compare.row import ComparisonRow
 from harness.workloads import WORKLOADS
 
 
@@ -18,34 +19,32 @@ def technique_baselines() -> dict:
     return out
 
 
-def _workload_frames(records: list, technique: str, default) -> list:
-    """One comparison by the technique per workload that measured it at two values or more."""
-    frames = []
+def _workload_rows(records: list, technique: str, default) -> list[ComparisonRow]:
+    """The rows of one comparison by the technique per workload that measured it at two values or more."""
+    rows = []
     for workload in dict.fromkeys(r.workload for r in records):
         subset = [r for r in records if r.workload == workload]
-        values = {str(v) for v in ((r.params or {}).get(technique) for r in subset) if v is not None}
+        values = {str(v) for v in (r.param(technique) for r in subset) if v is not None}
         if len(values) < 2:
             continue
         try:
-            frames.append(compare(subset, [technique], default if default in values else None))
+            rows += comparison_rows(subset, [technique], default if default in values else None)
         except InputError:  # no two runs differ only in this technique
             continue
-    return frames
+    return rows
 
 
-def technique_speedups(records) -> dict:
-    """Each technique value against its baseline value (fp32, eager, none, channels_first): a frame per technique.
+def technique_speedups(records) -> dict[str, list[ComparisonRow]]:
+    """Each technique value against its baseline value (fp32, eager, none, channels_first): the comparison rows of
+    each technique.
 
     Computed per workload; where the usual baseline was not measured, the first value seen is the
     baseline. A technique measured at a single value is left out.
     """
-    # deferred on purpose: `harness run` imports this package for its tables, and pandas is slow to import
-    import pandas as pd
-
     records = ok_records(records)
     out = {}
     for technique, default in technique_baselines().items():
-        frames = _workload_frames(records, technique, default)
-        if frames:
-            out[technique] = pd.concat(frames, ignore_index=True)
+        rows = _workload_rows(records, technique, default)
+        if rows:
+            out[technique] = rows
     return out

@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from harness.results.record import Result
+from harness.results.sessions import (
+    PlanEntry,
+    SessionSettings,
+    SessionSummary,
+    StoredSession,
+)
 from harness.results.store.location import StoreLocation, parse_location
 from harness.results.store.registry import store_class
 
@@ -29,8 +35,8 @@ class Store(Protocol):
     def add(self, result: Result) -> None:
         """Store one record, committed at once; StoreWriteError (which names the side file keeping it) if it cannot."""
 
-    def begin_session(self, session_id: str, plan: list[dict], *, scenario_path: str | None, command: str,
-                      settings: dict | None = None) -> None:
+    def begin_session(self, session_id: str, plan: list[PlanEntry], *, scenario_path: str | None, command: str,
+                      settings: SessionSettings | None = None) -> None:
         """Record a new session `running`, owned by this process, with its plan and settings; StoreError if not."""
 
     def reopen_session(self, session_id: str) -> None:
@@ -55,10 +61,10 @@ class Store(Protocol):
     def resolve_session(self, prefix: str) -> str:
         """The one session an id or unique prefix names (stored, or of stored records); InputError otherwise."""
 
-    def session(self, session_id: str) -> dict | None:
+    def session(self, session_id: str) -> StoredSession | None:
         """A stored session (a unique prefix of its id is enough) with its plan, settings and owner, or None."""
 
-    def sessions(self) -> list[dict]:
+    def sessions(self) -> list[SessionSummary]:
         """Every session, oldest first, with its counts of results and of ok ones."""
 
     def ok_medians(self, run_key: str) -> list[float]:

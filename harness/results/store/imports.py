@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.results.record import Result
+from harness.results.record import RecordError, Result
 from harness.results.store.salvage import salvage
 from harness.results.store.schema import SQLITE_HEADER
 
@@ -76,7 +76,14 @@ def read_importable(path: str | os.PathLike) -> tuple[list[Result], list[dict], 
     store (read row by row from both ends, so the rows beside a damaged page are still read).
     InputError, naming the file and field, for anything else."""
     rows, sessions, unreadable = read_rows(path)
-    return [Result.from_dict(row) for row in rows], sessions, unreadable
+    records = []
+    for i, row in enumerate(rows):
+        try:
+            records.append(Result.from_dict(row))
+        except RecordError as exc:
+            raise InputError(f"{path}: records[{i}]: {exc}; nothing was taken in", source=str(path),
+                             field=f"records[{i}]") from None
+    return records, sessions, unreadable
 
 
 def read_rows(path: str | os.PathLike) -> tuple[list[dict], list[dict], int]:

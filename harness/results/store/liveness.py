@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Mapping
+
+from harness.results.sessions import SessionOwner
 
 
 def _boot_id() -> str | None:
@@ -29,21 +32,27 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
 
 
 def process_owner(pid: int | None = None) -> dict:
-    """Who runs a session: host, boot, pid and the pid's start time (so a reused pid is told apart)."""
+    """Who runs a session, as its row and side files keep it (a SessionOwner's JSON): host, boot, pid and the pid's
+    start time (so a reused pid is told apart)."""
     pid = os.getpid() if pid is None else pid
     stat = _proc_stat(pid)
     return {"host": platform.node(), "boot": _boot_id(), "pid": pid, "start": stat[1] if stat else None}
 
 
-def owner_alive(owner: dict) -> bool | None:
-    """Whether a session's process still runs: True, False, or None where this machine cannot tell."""
-    if not isinstance(owner, dict) or owner.get("host") != platform.node():
+def owner_alive(owner: SessionOwner | Mapping | None) -> bool | None:
+    """Whether a session's process still runs: True, False, or None where this machine cannot tell (an owner that
+    is no owner included: a row of another version, a damaged side file)."""
+    try:
+        owner = SessionOwner.of(owner) if isinstance(owner, Mapping) else owner
+    except ValueError:
+        return None
+    if not isinstance(owner, SessionOwner) or owner.host != platform.node():
         return None
     boot = _boot_id()
-    if boot and owner.get("boot") and owner["boot"] != boot:
+    if boot and owner.boot and owner.boot != boot:
         return False  # the machine has restarted since
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    pid = owner.pid
+    if pid is None or pid <= 0:
         return None
     try:
         os.kill(pid, 0)
@@ -57,6 +66,6 @@ def owner_alive(owner: dict) -> bool | None:
     if stat is not None:
         if stat[0] in ("Z", "X"):  # ended, not yet reaped
             return False
-        if owner.get("start") is not None and stat[1] != owner["start"]:
+        if owner.start is not None and stat[1] != owner.start:
             return False  # the pid was reused by another process
     return True

@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InputError
-from harness.results.record import Result
+from harness.errors import InputError, StoreError
+from harness.results.record import RecordError, Result
+from harness.results.sessions import SessionSummary, StoredSession
 from harness.results.store.location import StoreLocation
 from harness.results.store.sidefiles import Unsaved, side_files
 
@@ -58,8 +59,11 @@ class StoreQueries:
         return side_files(self._unsaved.store_path)
 
     def results(self, session_ids: list[str] | None = None) -> list[Result]:
-        """Every stored record (of the given sessions), oldest first, typed."""
-        return [Result.from_dict(row) for row in self.records(session_ids)]
+        """Every stored record (of the given sessions), oldest first, typed (StoreError for a row that is none)."""
+        try:
+            return [Result.from_dict(row) for row in self.records(session_ids)]
+        except RecordError as exc:
+            raise StoreError(f"store {self.path}: {exc}", source=self.path, field="--store") from None
 
     def records(self, session_ids: list[str] | None = None) -> list[dict]:
         """Every stored record (of the given sessions), oldest first, as the flat rows exports and pandas take."""
@@ -89,38 +93,43 @@ class StoreQueries:
             raise InputError(f"--session {prefix}: {len(matches)} sessions match ({', '.join(matches[:10])}); give "
                              "more of the id", source=self.path, field="--session")
         if not matches:
-            matches = sorted({r["session_id"] for r in self.records() if str(r.get("session_id")).startswith(prefix)})
+            ids = [r[0] for r in self._read("SELECT DISTINCT session_id FROM results")]
+            matches = sorted(i for i in ids if str(i).startswith(prefix))
         if len(matches) != 1:
-            known = ", ".join(f"{s['session_id']} ({s.get('started_at') or '?'}, {s.get('state') or '?'})"
+            known = ", ".join(f"{s.session_id} ({s.started_at or '?'}, {s.state or '?'})"
                               for s in self.sessions()) or "none"
             raise InputError(f"store {self.path}: no single session matches {prefix!r} (sessions: {known}); "
                              f"harness results --sessions lists them", source=self.path, field="--session")
         return matches[0]
 
-    def session(self, session_id: str) -> dict | None:
+    def session(self, session_id: str) -> StoredSession | None:
         """A stored session with its plan and settings, or None. A unique prefix of the id is enough."""
         matches = self.find_sessions(session_id)
         if len(matches) != 1:
             return None
         rows = self._read(f"SELECT {', '.join(self._columns)} FROM sessions WHERE session_id = ?", (matches[0],))
-        out = dict(zip(self._columns, rows[0]))
+        row = dict(zip(self._columns, rows[0]))  # a database row: its JSON columns decoded, empty where unreadable
         for key, empty in (("plan", []), ("settings", {}), ("owner", None)):
             try:
-                out[key] = json.loads(out[key]) if out.get(key) else empty
+                row[key] = json.loads(row[key]) if key in row and row[key] else empty
             except ValueError:
-                out[key] = empty
-        self._unsaved.sessions.setdefault(out["session_id"], dict(out))
-        return out
+                row[key] = empty
+        self._unsaved.sessions.setdefault(row["session_id"], dict(row))
+        try:
+            return StoredSession.from_dict(row)
+        except ValueError as exc:  # a plan or settings of the wrong type: no session this version can resume
+            raise StoreError(f"store {self.path}: session {row['session_id']} cannot be read: {exc}",
+                             source=self.path, field="--store") from None
 
-    def sessions(self) -> list[dict]:
+    def sessions(self) -> list[SessionSummary]:
         """Every session, newest last, with its counts of results by status."""
         rows = self._read(
             "SELECT s.session_id, s.started_at, s.state, s.scenario_path, COUNT(r.run_id),"
             " SUM(CASE WHEN r.status = 'ok' THEN 1 ELSE 0 END) FROM sessions s LEFT JOIN results r ON r.session_id = s.session_id"
             " GROUP BY s.session_id ORDER BY s.started_at"
         )
-        keys = ("session_id", "started_at", "state", "scenario_path", "results", "ok")
-        return [dict(zip(keys, row)) for row in rows]
+        return [SessionSummary(session_id, started_at, state, scenario_path, int(results or 0), int(ok or 0))
+                for session_id, started_at, state, scenario_path, results, ok in rows]
 
     def ok_run_keys(self, session_id: str) -> set[str]:
         """run_keys of a session that have an `ok` result."""

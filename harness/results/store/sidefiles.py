@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.errors import StoreWriteError
 from harness.results.record import utc_now
+from harness.results.sessions import SessionOwner
 from harness.results.store.failures import explain
 from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.schema import session_doc
@@ -40,10 +41,10 @@ def _in_use(path: Path) -> bool:
     """Whether a side file is the journal of a process that still runs (an unreadable one is not in use)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            owner = json.load(fh).get("owner")
-    except (OSError, ValueError, AttributeError, RecursionError):
+            owner = SessionOwner.of(json.load(fh)["owner"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # no owner, or none that reads as one
         return False
-    return owner is not None and owner_alive(owner) is True and owner.get("pid") != os.getpid()
+    return owner_alive(owner) is True and owner.pid != os.getpid()
 
 
 def write_atomic(path: Path, text: str) -> bool:

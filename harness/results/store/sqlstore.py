@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from harness.errors import StoreError, StoreWriteError
 from harness.results.record import Result, utc_now
+from harness.results.sessions import PlanEntry, SessionSettings
 from harness.results.store.imports import read_rows
 from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.location import StoreLocation, parse_location
@@ -86,15 +87,16 @@ class SQLStore(StoreQueries):
             raise self._kept(exc) from None
         self._added()
 
-    def begin_session(self, session_id: str, plan: list[dict], *, scenario_path: str | None, command: str,
-                      settings: dict | None = None) -> None:
+    def begin_session(self, session_id: str, plan: list[PlanEntry], *, scenario_path: str | None, command: str,
+                      settings: SessionSettings | None = None) -> None:
         """Record a session, its plan and the settings that shape its runs (so --resume runs the rest alike)."""
         command = self._stored_command(command)
+        plan_rows = [entry.to_dict() for entry in plan]
         row = {"session_id": session_id, "started_at": utc_now(), "finished_at": None, "state": "running",
-               "scenario_path": scenario_path, "command": command, "plan": plan, "settings": settings or {},
-               "owner": process_owner()}
+               "scenario_path": scenario_path, "command": command, "plan": plan_rows,
+               "settings": settings.to_dict() if settings is not None else {}, "owner": process_owner()}
         self._unsaved.sessions[session_id] = row
-        values = (session_id, row["started_at"], "running", scenario_path, command, json.dumps(plan, default=str),
+        values = (session_id, row["started_at"], "running", scenario_path, command, json.dumps(plan_rows, default=str),
                   json.dumps(row["settings"], default=str), json.dumps(row["owner"]))
         try:
             self._execute(self._insert("sessions", BEGUN_COLUMNS, "ignore", self._BEGUN_EXTRA), values)

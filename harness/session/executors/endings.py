@@ -12,7 +12,12 @@ from pathlib import Path
 from harness.results.record import Result, utc_now
 from harness.seam.runspec import RunSpec
 from harness.session.executors import queue
-from harness.session.worker_process import read_worker_result, with_evidence
+from harness.session.executors.job import Placement
+from harness.session.worker_process import (
+    read_worker_result,
+    with_evidence,
+    with_written,
+)
 
 #: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
 LIST_GRACE_S = 30.0
@@ -34,27 +39,26 @@ def unlisted_end(job_id: str, folder: Path, submitted_at: float) -> queue.JobSta
     state = queue.accounted(job_id)
     if state is not None:
         return state if state.ended else None
-    ended = _read(folder / "exit.json")
+    ended = _exit(folder)
     if ended is not None:
-        return queue.JobState("COMPLETED" if ended.get("returncode") == 0 else "FAILED")
+        return queue.JobState("COMPLETED" if ended["returncode"] == 0 else "FAILED")
     return queue.JobState("FAILED", "Slurm no longer lists the job and keeps no accounting of it")
 
 
 def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, time_limit: str | None) -> Result:
     """A run's record once its job has ended: what the worker wrote in `folder`, else how Slurm ended the job
     (`time_limit`: the jobs' --slurm-time, None for the run's timeout)."""
-    placement = _read(folder / "placement.json") or {}
-    result = Result.planned(spec).updated(started_at=placement.get("started_at") or utc_now())
+    placement = Placement.of(_read(folder / "placement.json"))
+    result = Result.planned(spec).updated(started_at=placement.started_at or utc_now())
     written = read_worker_result(folder / "result.json")
     if written is not None:
-        result = result.merged(written)
+        result = with_written(result, written)
     else:
         result = result.updated(**ending(job_id, folder, state, time_limit))
     result = with_evidence(result, folder / "worker.log")
     slurm = {"job_id": job_id, "state": state.state, "reason": state.reason or None,
-             "node": placement.get("node") or state.node or None, "gpus": placement.get("gpus"),
-             "partition": placement.get("partition")}
-    return result.merged({"slurm": slurm})
+             "node": placement.node or state.node or None, "gpus": placement.gpus, "partition": placement.partition}
+    return result.with_note("slurm", slurm)
 
 
 def ending(job_id: str, folder: Path, state: queue.JobState, time_limit: str | None) -> dict:
@@ -63,9 +67,9 @@ def ending(job_id: str, folder: Path, state: queue.JobState, time_limit: str | N
     status, text = ENDINGS.get(state.state, ("failed", "Slurm job {job} ended {state} before the run wrote a "
                                                         "result"))
     error = text.format(job=job_id, limit=limit, node=state.node or "?", state=state.state)
-    ended = _read(folder / "exit.json")
+    ended = _exit(folder)
     if ended is not None and state.state not in ENDINGS:
-        error = f"worker exited with code {ended.get('returncode')} before writing a result (Slurm job {job_id})"
+        error = f"worker exited with code {ended['returncode']} before writing a result (Slurm job {job_id})"
     if state.reason:
         error += f" (Slurm's reason: {state.reason})"
     return {"status": status, "error": error}
@@ -76,3 +80,9 @@ def _read(path: Path) -> dict | None:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _exit(folder: Path) -> dict | None:
+    """The job's exit.json ({"returncode": code}, the code None where it is missing); None before the worker ended."""
+    ended = _read(folder / "exit.json")
+    return {"returncode": None, **ended} if isinstance(ended, dict) else None

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,11 +33,29 @@ def job_id() -> str | None:
     return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
 
 
-def placement() -> dict:
+@dataclass(frozen=True)
+class Placement:
+    """Where a job ran (its placement.json): job id, node, the GPUs Slurm gave it (as the job saw them), partition,
+    start; None where unknown."""
+
+    job_id: str | None = None
+    node: str | None = None
+    partition: str | None = None
+    gpus: str | None = None
+    started_at: str | None = None
+
+    @classmethod
+    def of(cls, doc) -> "Placement":
+        """The placement a job wrote (its JSON object); an empty one for anything else."""
+        given = doc if isinstance(doc, dict) else {}
+        return cls(**{f.name: given[f.name] for f in fields(cls) if f.name in given})
+
+
+def placement() -> Placement:
     """Where this job runs: job id, node, the GPUs Slurm gave it (as the job sees them), partition, start."""
-    return {"job_id": job_id(), "node": socket.gethostname(), "partition": os.environ.get("SLURM_JOB_PARTITION"),
-            "gpus": os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "started_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "")}
+    return Placement(job_id=job_id(), node=socket.gethostname(), partition=os.environ.get("SLURM_JOB_PARTITION"),
+                     gpus=os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES"),
+                     started_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", ""))
 
 
 def run_worker(argv: list[str], env: dict[str, str], folder: str) -> int:
@@ -46,7 +65,7 @@ def run_worker(argv: list[str], env: dict[str, str], folder: str) -> int:
     # goes on until Slurm ends it, and the job's state says TIMEOUT
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     run = Path(folder)
-    _write(run / "placement.json", placement())
+    _write(run / "placement.json", asdict(placement()))
     child_env = {**os.environ, **{k: v for k, v in env.items() if k not in JOB_OWNED}}
     with open(run / "worker.log", "ab") as log:
         code = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env)

@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -230,11 +231,8 @@ class SlurmExecutor:
 
     def _say_pending(self, states: dict, waiting: dict) -> None:
         """Tell the user why jobs wait, each time the reasons change (a node drained, a partition down...)."""
-        reasons: dict[str, int] = {}
-        for job_id in waiting:
-            state = states.get(job_id)
-            if state is not None and state.state == "PENDING" and state.reason:
-                reasons[state.reason] = reasons.get(state.reason, 0) + 1
+        reasons = Counter(state.reason for state in (states.get(job_id) for job_id in waiting)
+                          if state is not None and state.state == "PENDING" and state.reason)
         said = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
         if said != self._said and any(r not in ("Priority", "Resources", "JobArrayTaskLimit") for r in reasons):
             self.notice(f"slurm: job(s) pending: {said}")

@@ -26,7 +26,7 @@ for path in (str(ROOT), str(JAX_PLUGIN), str(PLUGIN)):
 
 pytest.importorskip("flax")
 
-from harness.results.store import Store  # noqa: E402
+from harness.results.store import open_store  # noqa: E402
 from harness.seam.backend import RunContext  # noqa: E402
 from harness.workloads.base import fingerprint  # noqa: E402
 from harness.workloads.host_inputs import dataset_fingerprint, host_batches  # noqa: E402
@@ -110,7 +110,7 @@ def test_harness_run_trains_mlp_on_jax_in_two_processes_per_precision_with_a_pro
                 "backends": ["jax"], "devices": ["cpu"], "sweep": {"precision": ["fp32", "amp_bf16"]}}
     code, out, err = harness(tmp_path, scenario)
     assert code == 0, (out[-3000:], err[-3000:])
-    with Store(tmp_path / "s.db") as store:
+    with open_store(tmp_path / "s.db") as store:
         records = store.records()
     assert sorted(r["params"]["precision"] for r in records) == ["amp_bf16", "amp_bf16", "fp32", "fp32"]
     for record in records:
@@ -137,7 +137,7 @@ def test_a_capacity_search_finds_mlp_trains_up_to_its_limit(tmp_path):
                 "backends": ["jax"], "devices": ["cpu"], "capacity": {"start": 4, "limit": 8}}
     code, out, err = harness(tmp_path, scenario)
     assert code == 0, (out[-3000:], err[-3000:])
-    with Store(tmp_path / "s.db") as store:
+    with open_store(tmp_path / "s.db") as store:
         rows = store.records()
     capacity = next(r for r in rows if r["metric"] == "max_batch_size")
     probes = {r["params"]["batch_size"]: r["status"] for r in rows if r.get("probe_of")}

@@ -30,7 +30,7 @@ if importlib.util.find_spec("tensorflow") is None:
 from harness_mlp import MLPParams, parameter_count  # noqa: E402
 
 from backends.tensorflow import TensorFlowBackend  # noqa: E402
-from harness.results.store import Store  # noqa: E402
+from harness.results.store import open_store  # noqa: E402
 from tests.specs import backend_spec, run_backend  # noqa: E402
 
 TINY = {"batch_size": 8, "features": 12, "hidden": 16, "layers": 2, "num_classes": 5}
@@ -52,7 +52,7 @@ def harness(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def records(tmp_path: Path, store: str = "s.db") -> list[dict]:
-    with Store(tmp_path / store) as opened:
+    with open_store(tmp_path / store) as opened:
         return list(opened.records())
 
 

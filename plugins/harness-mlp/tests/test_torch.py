@@ -21,7 +21,7 @@ from harness_mlp import MLPParams, parameter_count, synthetic_batch, torch_part 
 from backends.torch import TorchBackend  # noqa: E402
 from backends.torch.optimizer import build_optimizer  # noqa: E402
 from backends.torch.precision import Amp  # noqa: E402
-from harness.results.store import Store  # noqa: E402
+from harness.results.store import open_store  # noqa: E402
 from harness.workloads.training import BuildContext, OptimizerSpec  # noqa: E402
 from tests.specs import backend_spec, run_backend  # noqa: E402
 
@@ -177,7 +177,7 @@ def harness(tmp_path: Path, scenario: dict, *args: str) -> list[dict]:
     proc = subprocess.run([sys.executable, "-m", "harness", "run", str(path), "--store", "s.db", "-q", *args],
                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
-    with Store(tmp_path / "s.db") as store:
+    with open_store(tmp_path / "s.db") as store:
         return list(store.records())
 
 
