@@ -16,6 +16,8 @@ from harness.session.worker_process import read_worker_result, with_evidence
 
 #: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
 LIST_GRACE_S = 30.0
+#: The state of a job recorded lost: unresolved (no listing, no accounting, no files of its own) for too long.
+LOST = "LOST"
 #: The run's status and what the error says, for a job that ended without a result, by Slurm's state.
 ENDINGS = {
     "TIMEOUT": ("timeout", "Slurm ended job {job} at its time limit ({limit}) before the run wrote a result"),
@@ -23,21 +25,36 @@ ENDINGS = {
     "NODE_FAIL": ("failed", "node failure: Slurm lost node {node} while job {job} ran"),
     "PREEMPTED": ("failed", "preempted: Slurm preempted job {job} before the run wrote a result"),
     "CANCELLED": ("failed", "cancelled: job {job} was cancelled (scancel) before the run wrote a result"),
+    LOST: ("failed", "lost: how Slurm job {job} ended could not be told"),
 }
+
+
+def told_elsewhere(job_id: str, folder: Path) -> queue.JobState | None:
+    """A job's state without squeue: from sacct where the cluster keeps accounting, else its end from its own
+    files in `folder` (exit.json, written when its worker has ended); None where neither tells anything."""
+    state = queue.accounted(job_id)
+    if state is not None:
+        return state
+    ended = _read(folder / "exit.json")
+    if ended is not None:
+        return queue.JobState("COMPLETED" if ended.get("returncode") == 0 else "FAILED")
+    return None
 
 
 def unlisted_end(job_id: str, folder: Path, submitted_at: float) -> queue.JobState | None:
     """The end of a job squeue no longer lists: from sacct, else from its own files in `folder`; None while it may
-    yet be listed (submitted, on time.monotonic(), less than LIST_GRACE_S ago)."""
+    yet be listed (submitted, on time.monotonic(), less than LIST_GRACE_S ago) or sacct says it has not ended."""
     if time.monotonic() - submitted_at < LIST_GRACE_S:
         return None
-    state = queue.accounted(job_id)
+    state = told_elsewhere(job_id, folder)
     if state is not None:
         return state if state.ended else None
-    ended = _read(folder / "exit.json")
-    if ended is not None:
-        return queue.JobState("COMPLETED" if ended.get("returncode") == 0 else "FAILED")
     return queue.JobState("FAILED", "Slurm no longer lists the job and keeps no accounting of it")
+
+
+def lost(why: str, waited_s: float) -> queue.JobState:
+    """The state of a job unresolved for `waited_s` seconds: recorded lost, the error saying why."""
+    return queue.JobState(LOST, f"nothing told how it stood for {waited_s:.0f} s: {why}")
 
 
 def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, time_limit: str | None) -> Result:
@@ -67,7 +84,7 @@ def ending(job_id: str, folder: Path, state: queue.JobState, time_limit: str | N
     if ended is not None and state.state not in ENDINGS:
         error = f"worker exited with code {ended.get('returncode')} before writing a result (Slurm job {job_id})"
     if state.reason:
-        error += f" (Slurm's reason: {state.reason})"
+        error += f" ({state.reason})" if state.state == LOST else f" (Slurm's reason: {state.reason})"
     return {"status": status, "error": error}
 
 

@@ -14,6 +14,7 @@ stays the same on every cluster:
     poll_s: 2
     parallel: 256           # jobs of one array running at once
     array_size: 1000        # tasks of one array at most (the cluster's MaxArraySize)
+    lost_after_s: 900       # a job nothing tells the state of (squeue, sacct, its own files) this long is lost
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class SlurmSettings(BaseModel):
     parallel: int = Field(default=256, ge=1)
     #: tasks of one array at most: below the cluster's MaxArraySize (1001 unless its slurm.conf says more)
     array_size: int = Field(default=1000, ge=1)
+    #: seconds a job may go untold of (squeue not answering or not listing it, no accounting, no exit file of its
+    #: own) before its run is recorded lost, with why
+    lost_after_s: float = Field(default=900.0, gt=0)
 
     @field_validator("time", mode="before")
     @classmethod

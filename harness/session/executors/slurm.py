@@ -34,7 +34,12 @@ from harness.results.record import Result, utc_now, write_json_atomic
 from harness.results.store import redact
 from harness.session.dataparallel import replicas_of
 from harness.session.executors import queue
-from harness.session.executors.endings import job_record, unlisted_end
+from harness.session.executors.endings import (
+    job_record,
+    lost,
+    told_elsewhere,
+    unlisted_end,
+)
 from harness.session.executors.job import run_worker
 from harness.session.executors.settings import SlurmSettings
 from harness.session.interrupt import Interrupted, trap_signals
@@ -59,6 +64,8 @@ class _Job:
     folder: Path
     job_id: str = ""
     submitted_at: float = field(default_factory=time.monotonic)
+    #: when Slurm (squeue, sacct) or the job's files last told how it stood, on time.monotonic()
+    told_at: float = field(default_factory=time.monotonic)
     started: bool = False
     progress: ProgressReader | None = None
 
@@ -179,7 +186,7 @@ class SlurmExecutor:
                 submitted.append(executor.submit(run_worker, *self._worker(runner, job)))
         for job, handle in zip(group, submitted):
             job.job_id = str(handle.job_id)
-            job.submitted_at = time.monotonic()
+            job.submitted_at = job.told_at = time.monotonic()
             jobs.append(job)
         self.notice(f"slurm: {len(group)} run(s) submitted as job array {group and jobs[-1].job_id.split('_')[0]}"
                     f"{f' with {gpus} GPU(s) each' if gpus else ''}")
@@ -201,23 +208,45 @@ class SlurmExecutor:
         """Poll Slurm until every job has ended; each that starts is shown, each that ends is stored."""
         waiting = {j.job_id: j for j in jobs}
         while waiting:
-            states = queue.poll(list(waiting))
-            if states is not None:
-                self._say_pending(states, waiting)
-                for job_id, job in list(waiting.items()):
-                    state = states.get(job_id) or unlisted_end(job.job_id, job.folder, job.submitted_at)
-                    if state is None:
-                        continue
-                    self._follow(runner, job, state, n)
-                    if state.ended:
-                        del waiting[job_id]
-                        self._finish(runner, job, n, job_record(job.spec, job.folder, job.job_id, state,
-                                                                self.settings.time), outcome)
-                    if outcome.store_error is not None:  # the store failed: the session stops, as it does locally
-                        queue.cancel(list(waiting))
-                        return
+            listed = queue.poll(list(waiting))
+            for job_id, job in list(waiting.items()):
+                state = self._state(job, listed)
+                if state is None:
+                    continue
+                self._follow(runner, job, state, n)
+                if state.ended:
+                    del waiting[job_id]
+                    self._finish(runner, job, n, job_record(job.spec, job.folder, job.job_id, state,
+                                                            self.settings.time), outcome)
+                if outcome.store_error is not None:  # the store failed: the session stops, as it does locally
+                    queue.cancel(list(waiting))
+                    return
+            if listed.states is not None:
+                self._say_pending(listed.states, waiting)
             if waiting:
                 time.sleep(self.settings.poll_s)
+
+    def _state(self, job: _Job, listed: queue.Listing) -> queue.JobState | None:
+        """How a job stands: as squeue lists it; else, once squeue no longer lists it, as sacct or its own files
+        tell; where squeue does not answer, only what sacct or its files tell. None while nothing tells it, until
+        nothing has for `lost_after_s`: then lost, with why."""
+        now = time.monotonic()
+        if listed.states is not None and job.job_id in listed.states:
+            job.told_at = now
+            return listed.states[job.job_id]
+        if listed.states is not None:
+            state = unlisted_end(job.job_id, job.folder, job.submitted_at)
+        else:
+            state = told_elsewhere(job.job_id, job.folder)
+        if state is not None:
+            job.told_at = now
+            return state
+        waited = now - job.told_at
+        if waited < self.settings.lost_after_s:
+            return None
+        why = f"squeue: {listed.error}" if listed.states is None else "squeue no longer lists it and sacct " \
+            "has no end for it"
+        return lost(why, waited)
 
     def _follow(self, runner, job: _Job, state: queue.JobState, n: int) -> None:
         """Show a job that started, and its worker's progress."""
