@@ -199,14 +199,14 @@ class Journal:
 
 @contextlib.contextmanager
 def _signals_held():
-    """SIGINT and SIGTERM held back: delivered, to the session's handlers, when the block ends.
+    """SIGINT, SIGTERM and SIGHUP held back: delivered, to the session's handlers, when the block ends.
 
     Python runs a signal's handler in the main thread at a bytecode boundary after the signal arrived, so a
     signal that arrived just before the block could run its handler inside it, whatever the thread's signal
     mask: in the main thread the handlers are swapped for ones that note the signal, and each noted signal
     is raised again once the session's handlers are back. Elsewhere (where Python allows no handler) the
     thread's mask holds them."""
-    held = (signal.SIGINT, signal.SIGTERM)
+    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal gone stops a Slurm session
     if threading.current_thread() is not threading.main_thread():  # no handler here: the thread's signal mask
         with _masked(held):
             yield

@@ -10,8 +10,10 @@ a folder every node sees (`SlurmSettings.folder`); submitit's own job files sit 
 The submitter polls Slurm (one squeue call for the whole session, every `poll_s`), shows each run as
 its job starts and its progress as the worker reports it, and stores each result as its job ends
 (`endings`: how Slurm ended a job that wrote no result becomes the run's status). Ctrl-C (or
-SIGTERM) cancels the session's pending and running jobs; what finished stays stored, and `--resume`
-submits only the runs without an ok result. The submitter writes the store, not the jobs: the jobs need
+SIGTERM, or SIGHUP: its terminal gone) cancels the session's pending and running jobs; what finished stays
+stored, and `--resume` submits only the runs without an ok result. Each run's job id is written beside its
+spec (`adopt`), so that a `--resume` after a submitter that died without cancelling them (kill -9) takes
+in what its jobs wrote and waits for the ones still queued or running, never running a run twice. The submitter writes the store, not the jobs: the jobs need
 no database credentials and no route to the server (none reach their environment, which Slurm keeps on
 disk), and a store that fails stops one process, which keeps every result in a side file.
 """
@@ -33,8 +35,9 @@ from harness.machine.devices import gpu_index
 from harness.results.record import Result, utc_now, write_json_atomic
 from harness.results.store import redact
 from harness.session.dataparallel import replicas_of
-from harness.session.executors import queue
+from harness.session.executors import adopt, queue
 from harness.session.executors.endings import (
+    LIST_GRACE_S,
     job_record,
     lost,
     told_elsewhere,
@@ -71,6 +74,24 @@ class _Job:
 
 
 @contextlib.contextmanager
+def _hangup_interrupts(handler=None):
+    """SIGHUP (the submitter's terminal gone) stops the session as SIGTERM does within the block: Interrupted,
+    so that the session's jobs are cancelled and it is marked interrupted; with `handler`, handled that way."""
+    def _raise(signum, frame):
+        raise Interrupted(signum)
+
+    try:
+        previous = signal.signal(signal.SIGHUP, handler if handler is not None else _raise)
+    except (AttributeError, ValueError):  # no SIGHUP here, or not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+@contextlib.contextmanager
 def credentials_withheld():
     """Within the block, no database password in this process's environment: sbatch hands the submitter's
     environment to the job, and Slurm keeps it on disk with the job. PGPASSWORD and any variable whose value
@@ -100,18 +121,38 @@ class SlurmExecutor:
 
     # ------------------------------------------------------------------ the session
     def run_plan(self, runner, plan: list[RunSpec]) -> SessionOutcome:
-        """Submit the plan, store each result as its job ends; SIGINT/SIGTERM cancel what has not ended."""
+        """Submit the plan, store each result as its job ends; SIGINT, SIGTERM and SIGHUP cancel what has not ended.
+        Jobs an earlier submitter of the session left behind are adopted, not submitted again (`adopt`)."""
         outcome = SessionOutcome()
         jobs: list[_Job] = []
-        with trap_signals():
+        with trap_signals(), _hangup_interrupts():
             try:
-                jobs = self._submit(runner, plan, outcome)
+                jobs, left = self._adopt(runner, plan)
+                jobs = sorted(jobs + self._submit(runner, left, len(plan), outcome), key=lambda j: j.index)
                 self._collect(runner, jobs, len(plan), outcome)
             except (Interrupted, KeyboardInterrupt) as exc:
-                with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not stop the cancelling
+                with trap_signals(signal.SIG_IGN), _hangup_interrupts(signal.SIG_IGN):  # a second signal waits
                     queue.cancel([j.job_id for j in jobs if j.job_id])
                 outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         return outcome
+
+    def _root(self, plan: list[RunSpec]) -> Path:
+        """The folder of the session's jobs' files."""
+        return Path(self.settings.folder).resolve() / (plan[0].session_id if plan else "empty")
+
+    def _adopt(self, runner, plan: list[RunSpec]) -> tuple[list[_Job], list[tuple[int, RunSpec]]]:
+        """(the jobs an earlier submitter of this session left that stand for runs of the plan, waited for as if
+        submitted now; the runs of the plan, numbered, that none stands for: `adopt.take_over`)."""
+        stored = {r.get("run_id") for r in runner.store.records([plan[0].session_id])} if plan else set()
+        taken, left = adopt.take_over(self._root(plan), plan, stored)
+        then = time.monotonic() - LIST_GRACE_S  # submitted long ago: one Slurm no longer lists has ended
+        jobs = [_Job(index, job.spec, job.folder, job.job_id, submitted_at=then, told_at=time.monotonic(),
+                     progress=ProgressReader(job.folder / "progress.jsonl")) for index, job in taken]
+        if jobs:
+            arrays = ", ".join(sorted({j.job_id.split("_")[0] for j in jobs}))
+            self.notice(f"slurm: {len(jobs)} run(s) taken over from job array {arrays}, left by an earlier submitter "
+                        "of this session; they are not submitted again")
+        return jobs, left
 
     def _finish(self, runner, job: _Job, n: int, record: Result, outcome: SessionOutcome) -> None:
         """Store a record as it arrives and tell the observer."""
@@ -123,16 +164,16 @@ class SlurmExecutor:
         runner.on_result(job.index, n, record)
 
     # ------------------------------------------------------------------ submitting
-    def _submit(self, runner, plan: list[RunSpec], outcome: SessionOutcome) -> list[_Job]:
-        """Decide what needs no worker here; submit the rest, one array per number of GPUs, in plan order."""
-        session = plan[0].session_id if plan else "empty"
-        root = Path(self.settings.folder).resolve() / session
+    def _submit(self, runner, numbered: list[tuple[int, RunSpec]], n: int, outcome: SessionOutcome) -> list[_Job]:
+        """Decide what needs no worker here; submit the rest, one array per number of GPUs, in plan order
+        (`numbered`: each run with its place in the plan of `n`)."""
+        root = self._root([spec for _, spec in numbered])
         groups: dict[int, list[_Job]] = {}
-        for i, spec in enumerate(plan, 1):
+        for i, spec in numbered:
             decided = self._decided(runner, spec)
             if decided is not None:
-                runner.on_start(i, len(plan), spec)
-                self._finish(runner, _Job(i, spec, root), len(plan), decided, outcome)
+                runner.on_start(i, n, spec)
+                self._finish(runner, _Job(i, spec, root), n, decided, outcome)
                 continue
             folder = root / f"{i:06d}-{spec.run_id}"
             folder.mkdir(parents=True, exist_ok=True)
@@ -187,6 +228,7 @@ class SlurmExecutor:
         for job, handle in zip(group, submitted):
             job.job_id = str(handle.job_id)
             job.submitted_at = job.told_at = time.monotonic()
+            adopt.note_job(job.folder, job.job_id)  # for a --resume after this submitter is gone
             jobs.append(job)
         self.notice(f"slurm: {len(group)} run(s) submitted as job array {group and jobs[-1].job_id.split('_')[0]}"
                     f"{f' with {gpus} GPU(s) each' if gpus else ''}")
