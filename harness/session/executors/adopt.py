@@ -30,11 +30,14 @@ class EarlierJob:
     spec: RunSpec
     folder: Path
     job_id: str
+    #: the compile-cache state its submitter gave the run
+    compile_cache: str | None = None
 
 
-def note_job(folder: Path, job_id: str) -> None:
-    """Write the job id of a run's job beside its spec (for a later `--resume` to find)."""
-    write_json_atomic(folder / JOB_FILE, {"job_id": job_id})
+def note_job(folder: Path, job_id: str, compile_cache: str | None) -> None:
+    """Write the job id of a run's job, and the compile-cache state it was given, beside its spec (for a later
+    `--resume` to find)."""
+    write_json_atomic(folder / JOB_FILE, {"job_id": job_id, "compile_cache": compile_cache})
 
 
 def earlier_jobs(root: Path) -> list[EarlierJob]:
@@ -43,11 +46,11 @@ def earlier_jobs(root: Path) -> list[EarlierJob]:
     found = []
     for job_file in sorted(root.glob(f"*/{JOB_FILE}")):
         try:
-            job_id = str(json.loads(job_file.read_text(encoding="utf-8"))["job_id"])
+            noted = json.loads(job_file.read_text(encoding="utf-8"))
             spec = RunSpec.from_dict(json.loads((job_file.parent / "spec.json").read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
+            found.append(EarlierJob(spec, job_file.parent, str(noted["job_id"]), noted.get("compile_cache")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-        found.append(EarlierJob(spec, job_file.parent, job_id))
     return found
 
 

@@ -57,10 +57,13 @@ def lost(why: str, waited_s: float) -> queue.JobState:
     return queue.JobState(LOST, f"nothing told how it stood for {waited_s:.0f} s: {why}")
 
 
-def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, time_limit: str | None) -> Result:
+def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, time_limit: str | None,
+               compile_cache: str | None = None) -> Result:
     """A run's record once its job has ended: what the worker wrote in `folder`, else how Slurm ended the job
-    (`time_limit`: the jobs' --slurm-time, None for the run's timeout)."""
+    (`time_limit`: the jobs' --slurm-time, None for the run's timeout). `compile_cache`: the state the submitter
+    gave its caches; `warm` where the job found the configuration's shared cache already filled."""
     placement = _read(folder / "placement.json") or {}
+    cache = "warm" if compile_cache == "cold" and placement.get("compile_cache_found") else compile_cache
     result = Result.planned(spec).updated(started_at=placement.get("started_at") or utc_now())
     written = read_worker_result(folder / "result.json")
     if written is not None:
@@ -71,7 +74,7 @@ def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, 
     slurm = {"job_id": job_id, "state": state.state, "reason": state.reason or None,
              "node": placement.get("node") or state.node or None, "gpus": placement.get("gpus"),
              "partition": placement.get("partition")}
-    return result.merged({"slurm": slurm})
+    return result.merged({"slurm": slurm}).updated(compile_cache=cache)
 
 
 def ending(job_id: str, folder: Path, state: queue.JobState, time_limit: str | None) -> dict:

@@ -39,14 +39,20 @@ def placement() -> dict:
             "started_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "")}
 
 
-def run_worker(argv: list[str], env: dict[str, str], folder: str) -> int:
+def run_worker(argv: list[str], env: dict[str, str], folder: str, shared_cache: str | None = None) -> int:
     """Run one worker (argv) with the submitter's settings (env) over the job's own environment; its output goes
-    to FOLDER/worker.log. Returns the worker's exit code (also written to FOLDER/exit.json)."""
+    to FOLDER/worker.log. Returns the worker's exit code (also written to FOLDER/exit.json). `shared_cache`: the
+    compilation cache the run's configuration shares (`compile_cache: warm`); whether an earlier job filled it
+    is noted in placement.json."""
     # submitit warns a job of its time limit with SIGUSR2 to checkpoint it; a run has no checkpoint, so it
     # goes on until Slurm ends it, and the job's state says TIMEOUT
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     run = Path(folder)
-    _write(run / "placement.json", placement())
+    where = placement()
+    if shared_cache:
+        cache = Path(shared_cache)
+        where["compile_cache_found"] = cache.is_dir() and any(cache.iterdir())
+    _write(run / "placement.json", where)
     child_env = {**os.environ, **{k: v for k, v in env.items() if k not in JOB_OWNED}}
     with open(run / "worker.log", "ab") as log:
         code = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env)

@@ -19,6 +19,7 @@ stays the same on every cluster:
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -111,3 +112,20 @@ def sbatch_pairs(values: tuple[str, ...]) -> dict[str, str]:
                              field="--slurm-arg")
         out[key.strip().lstrip("-")] = rest
     return out
+
+
+def array_parameters(s: SlurmSettings, specs: list, gpus: int) -> dict:
+    """submitit's parameters of one array of runs (`specs`, RunSpecs): the settings, the GPUs each job needs, a
+    time limit from the runs' timeouts."""
+    longest = max(float(spec.timeout_s) for spec in specs)
+    minutes = max(1, math.ceil((longest + 120) / 60))  # the run's timeout, and its worker's start and exit
+    extra = {"time": s.time or str(minutes), **({"account": s.account} if s.account else {})}
+    gres = s.gres or (f"gpu:{s.gpus_per_job if s.gpus_per_job is not None else gpus}"
+                      if (s.gpus_per_job or gpus) else None)
+    params = {"time": minutes, "use_srun": False, "stderr_to_stdout": True, "array_parallelism": s.parallel,
+              "job_name": f"harness-{specs[0].session_id[:8]}",
+              "additional_parameters": {**extra, **{k: v or True for k, v in s.sbatch.items()}}}
+    for key, value in (("partition", s.partition), ("gres", gres), ("constraint", s.constraint)):
+        if value:
+            params[key] = value
+    return params

@@ -21,8 +21,8 @@ disk), and a store that fails stops one process, which keeps every result in a s
 from __future__ import annotations
 
 import contextlib
-import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -34,6 +34,7 @@ from harness.errors import InputError, StoreWriteError
 from harness.machine.devices import gpu_index
 from harness.results.record import Result, utc_now, write_json_atomic
 from harness.results.store import redact
+from harness.session.compile_cache import CompileCaches
 from harness.session.dataparallel import replicas_of
 from harness.session.executors import adopt, queue
 from harness.session.executors.endings import (
@@ -44,7 +45,7 @@ from harness.session.executors.endings import (
     unlisted_end,
 )
 from harness.session.executors.job import run_worker
-from harness.session.executors.settings import SlurmSettings
+from harness.session.executors.settings import SlurmSettings, array_parameters
 from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec
 from harness.session.progress import ProgressReader, show_progress
@@ -71,6 +72,9 @@ class _Job:
     told_at: float = field(default_factory=time.monotonic)
     started: bool = False
     progress: ProgressReader | None = None
+    #: the compile-cache state the submitter gave the run (`compile_cache`), and its own cache folder
+    cache_state: str | None = None
+    own_cache: Path | None = None
 
 
 @contextlib.contextmanager
@@ -125,7 +129,8 @@ class SlurmExecutor:
         Jobs an earlier submitter of the session left behind are adopted, not submitted again (`adopt`)."""
         outcome = SessionOutcome()
         jobs: list[_Job] = []
-        with trap_signals(), _hangup_interrupts():
+        self.caches = CompileCaches(self._root(plan) / "caches")  # on the folder every node sees
+        with trap_signals(), _hangup_interrupts(), contextlib.closing(self.caches):
             try:
                 jobs, left = self._adopt(runner, plan)
                 jobs = sorted(jobs + self._submit(runner, left, len(plan), outcome), key=lambda j: j.index)
@@ -147,7 +152,8 @@ class SlurmExecutor:
         taken, left = adopt.take_over(self._root(plan), plan, stored)
         then = time.monotonic() - LIST_GRACE_S  # submitted long ago: one Slurm no longer lists has ended
         jobs = [_Job(index, job.spec, job.folder, job.job_id, submitted_at=then, told_at=time.monotonic(),
-                     progress=ProgressReader(job.folder / "progress.jsonl")) for index, job in taken]
+                     progress=ProgressReader(job.folder / "progress.jsonl"), cache_state=job.compile_cache)
+                for index, job in taken]
         if jobs:
             arrays = ", ".join(sorted({j.job_id.split("_")[0] for j in jobs}))
             self.notice(f"slurm: {len(jobs)} run(s) taken over from job array {arrays}, left by an earlier submitter "
@@ -196,22 +202,6 @@ class SlurmExecutor:
         return Result.planned(spec).updated(started_at=utc_now(), status=static[0], error=static[1], duration_s=0.0,
                                             env=runner_env())
 
-    def _parameters(self, group: list[_Job], gpus: int) -> dict:
-        """submitit's parameters of one array: the settings, the GPUs, a time limit from the runs' timeouts."""
-        s = self.settings
-        longest = max(float(j.spec.timeout_s) for j in group)
-        minutes = max(1, math.ceil((longest + 120) / 60))  # the run's timeout, and its worker's start and exit
-        extra = {"time": s.time or str(minutes), **({"account": s.account} if s.account else {})}
-        gres = s.gres or (f"gpu:{s.gpus_per_job if s.gpus_per_job is not None else gpus}"
-                          if (s.gpus_per_job or gpus) else None)
-        params = {"time": minutes, "use_srun": False, "stderr_to_stdout": True, "array_parallelism": s.parallel,
-                  "job_name": f"harness-{group[0].spec.session_id[:8]}",
-                  "additional_parameters": {**extra, **{k: v or True for k, v in s.sbatch.items()}}}
-        for key, value in (("partition", s.partition), ("gres", gres), ("constraint", s.constraint)):
-            if value:
-                params[key] = value
-        return params
-
     def _submit_array(self, runner, group: list[_Job], gpus: int, folder: Path, jobs: list[_Job]) -> None:
         """Write each run's spec and submit the group as one job array (submitit batches it)."""
         try:  # an optional dependency (the `cluster` extra), needed only when runs go to Slurm
@@ -220,7 +210,7 @@ class SlurmExecutor:
             raise InputError("--executor slurm needs submitit: pip install 'harness[cluster]'",
                              field="--executor") from None
         executor = submitit.SlurmExecutor(folder=str(folder / "%j"), python=sys.executable)
-        executor.update_parameters(**self._parameters(group, gpus))
+        executor.update_parameters(**array_parameters(self.settings, [j.spec for j in group], gpus))
         submitted = []
         with credentials_withheld(), executor.batch():
             for job in group:
@@ -228,22 +218,25 @@ class SlurmExecutor:
         for job, handle in zip(group, submitted):
             job.job_id = str(handle.job_id)
             job.submitted_at = job.told_at = time.monotonic()
-            adopt.note_job(job.folder, job.job_id)  # for a --resume after this submitter is gone
+            adopt.note_job(job.folder, job.job_id, job.cache_state)  # for a --resume after this submitter is gone
             jobs.append(job)
         self.notice(f"slurm: {len(group)} run(s) submitted as job array {group and jobs[-1].job_id.split('_')[0]}"
                     f"{f' with {gpus} GPU(s) each' if gpus else ''}")
 
-    def _worker(self, runner, job: _Job) -> tuple[list[str], dict, str]:
-        """(argv, environment, folder) of a run's worker: its spec written, the environment as the submitter would
-        give a local worker, less what is the same in the job anyway."""
+    def _worker(self, runner, job: _Job) -> tuple[list[str], dict, str, str | None]:
+        """(argv, environment, folder, shared compile-cache folder) of a run's worker: its spec written, the
+        environment as the submitter would give a local worker (compilation caches of its own included), less
+        what is the same in the job anyway."""
         write_json_atomic(job.folder / "spec.json", job.spec.to_dict())
         backend = runner.backends[job.spec.backend]
-        env = worker_env(runner.memory_limit_bytes, backend.worker_env(job.spec.options, probe=False))
+        cache_env, job.cache_state, job.own_cache = self.caches.for_run(job.spec, backend)
+        env = worker_env(runner.memory_limit_bytes, {**backend.worker_env(job.spec.options, probe=False), **cache_env})
         env["HARNESS_PROGRESS_FILE"] = str(job.folder / "progress.jsonl")
         job.progress = ProgressReader(job.folder / "progress.jsonl")
         delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
         argv = [sys.executable, "-m", "harness.worker", str(job.folder / "spec.json"), str(job.folder / "result.json")]
-        return argv, delta, str(job.folder)
+        shared = self.caches.shared(job.spec) if job.cache_state in ("cold", "warm") else None
+        return argv, delta, str(job.folder), str(shared) if shared else None
 
     # ------------------------------------------------------------------ collecting
     def _collect(self, runner, jobs: list[_Job], n: int, outcome: SessionOutcome) -> None:
@@ -259,7 +252,9 @@ class SlurmExecutor:
                 if state.ended:
                     del waiting[job_id]
                     self._finish(runner, job, n, job_record(job.spec, job.folder, job.job_id, state,
-                                                            self.settings.time), outcome)
+                                                            self.settings.time, job.cache_state), outcome)
+                    if job.own_cache is not None:
+                        shutil.rmtree(job.own_cache, ignore_errors=True)
                 if outcome.store_error is not None:  # the store failed: the session stops, as it does locally
                     queue.cancel(list(waiting))
                     return
