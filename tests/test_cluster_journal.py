@@ -1,6 +1,7 @@
 """The journal of a session into a PostgreSQL database, against a real server: named as the database's side files
 are (`postgresql-HOST-PORT-DB.unsaved-...json` in the working folder), so a result held only there (the submitter
-killed while its INSERT waited) is taken in by `--resume`, not measured again, and not taken in twice."""
+killed while its INSERT waited) is taken in by `--resume`, not measured again, and not taken in twice; and a
+database that holds other tables is not made a store unless the user says so."""
 
 import json
 import os
@@ -89,3 +90,24 @@ def test_a_result_only_in_the_journal_is_taken_in_by_resume_not_measured_again(
     assert len(rows) == 3 and len({r["run_key"] for r in rows}) == 3 and state == "finished"
     assert measured["run_id"] in {r["run_id"] for r in rows}
     assert not journal.exists()
+
+
+def test_a_database_holding_other_tables_is_refused_unless_told(tmp_path, fake_backend, write_scenario, pg_url):
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    path = _fake_scenario(write_scenario, tmp_path, 1)
+    refused = _harness("run", path, "--store", pg_url, "-q", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert "holds other tables (invoices) and no harness store" in line and "HARNESS_STORE_INIT=1" in line
+    assert "harness-test" not in line
+    with psycopg.connect(pg_url, autocommit=True) as admin:  # nothing was created
+        tables = [r[0] for r in admin.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+    assert tables == ["invoices"]
+    told = subprocess.run([sys.executable, "-m", "harness", "run", path, "--store", pg_url, "-q"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "HARNESS_STORE_INIT": "1"})
+    assert told.returncode == 0, told.stderr
+    again = _harness("run", path, "--store", pg_url, "-q", cwd=tmp_path)  # a harness store now: no need to tell
+    assert again.returncode == 0, again.stderr
+    with open_store(pg_url, readonly=True) as reader:
+        assert len(reader.records()) == 2
