@@ -116,3 +116,13 @@ def test_a_job_nothing_tells_of_is_recorded_lost_after_the_bound(tmp_path, slurm
 ])
 def test_squeues_answer_is_read_as_listed_not_listed_or_no_answer(lines, error, states):
     assert queue.listing(lines, error).states == states
+
+
+def test_sacct_gives_the_end_of_a_job_where_the_cluster_keeps_accounting():
+    # the test cluster keeps no accounting (sacct fails: None); where one does, sacct's answer names the job,
+    # its steps beside it, its state with who cancelled it
+    answer = ["41_3|CANCELLED by 1000|node7", "41_3.batch|CANCELLED|node7", "41_4|COMPLETED|node8"]
+    assert queue.accounting("41_3", answer) == queue.JobState("CANCELLED", "", "node7")
+    assert queue.accounting("41_4", answer).ended and queue.accounting("41_5", answer) is None
+    assert queue.accounting("41_3", None) is None
+    assert queue.accounted(_unknown_job_id()) is None  # the test cluster: accounting disabled

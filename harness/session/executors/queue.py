@@ -85,11 +85,16 @@ def poll(job_ids: list[str]) -> Listing:
 
 
 def accounted(job_id: str) -> JobState | None:
-    """A job's end as `sacct` keeps it, or None where the cluster keeps no accounting."""
-    lines = _lines(["sacct", "--noheader", "--parsable2", f"--jobs={job_id}", "--format=JobID,State,NodeList"])
+    """A job's state as `sacct` keeps it, or None where the cluster keeps no accounting (or none of the job)."""
+    return accounting(job_id, _lines(["sacct", "--noheader", "--parsable2", f"--jobs={job_id}",
+                                      "--format=JobID,State,NodeList"]))
+
+
+def accounting(job_id: str, lines: list[str] | None) -> JobState | None:
+    """The job's line of sacct's answer (`JobID|State|NodeList`, its steps' lines beside it), or None."""
     for line in lines or []:
         parts = line.split("|")
-        if len(parts) == 3 and parts[0] == job_id:
+        if len(parts) == 3 and parts[0] == job_id and parts[1].strip():
             return JobState(parts[1].split()[0], "", parts[2])
     return None
 

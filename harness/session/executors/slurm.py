@@ -122,6 +122,7 @@ class SlurmExecutor:
         self.settings = settings
         self.notice = notice or (lambda text: None)
         self._said = ""
+        self.caches: CompileCaches | None = None
 
     # ------------------------------------------------------------------ the session
     def run_plan(self, runner, plan: list[RunSpec]) -> SessionOutcome:
@@ -129,8 +130,9 @@ class SlurmExecutor:
         Jobs an earlier submitter of the session left behind are adopted, not submitted again (`adopt`)."""
         outcome = SessionOutcome()
         jobs: list[_Job] = []
-        self.caches = CompileCaches(self._root(plan) / "caches")  # on the folder every node sees
-        with trap_signals(), _hangup_interrupts(), contextlib.closing(self.caches):
+        if self.caches is None:  # the session's, on the folder every node sees; the Runner removes them at its end
+            self.caches = runner.caches = CompileCaches(self._root(plan) / "caches")
+        with trap_signals(), _hangup_interrupts():
             try:
                 jobs, left = self._adopt(runner, plan)
                 jobs = sorted(jobs + self._submit(runner, left, len(plan), outcome), key=lambda j: j.index)
