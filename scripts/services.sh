@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The services the cluster tests drive for real, on this machine, started idempotently (run as root):
+# The services the cluster tests drive for real, on this machine, started idempotently:
 #   - a single-node Slurm: munge, slurmctld and slurmd on localhost (Debian's slurm-wlm), one partition
 #     `debug` of this machine's CPUs;
 #   - a PostgreSQL server on loopback (Debian's postgresql) with a role and database `harness`.
-# Running it again starts what is not running and changes nothing else. It prints the settings the
-# tests read (HARNESS_TEST_POSTGRES); without these services the cluster tests skip, naming this script.
+# Running it again starts what is not running and changes nothing else. With --env it prints the
+# settings the tests read (HARNESS_TEST_POSTGRES); without these services the cluster tests skip,
+# naming this script. It needs root (it installs packages, writes /etc/slurm and starts daemons) and
+# says so, changing nothing, when run as another user: put sudo in front where you are not root.
+# The services are the machine's: every test run on it shares them, and `stop` stops them for all.
 #
-#   sudo scripts/services.sh            # install if needed, then start
-#   eval "$(sudo scripts/services.sh --env)"   # the same, and export the test settings in this shell
+#   scripts/services.sh                   # as root: install if needed, then start
+#   eval "$(scripts/services.sh --env)"   # the same, and export the test settings in this shell
+#   scripts/services.sh stop              # stop slurmd, slurmctld, munged and PostgreSQL (data kept)
 set -euo pipefail
+
+if [ "$(id -u)" != 0 ]; then
+    echo "services: needs root (it installs packages, writes /etc/slurm and starts daemons); nothing was" \
+        "changed: run it as root (sudo $0 $*)" >&2
+    exit 1
+fi
 
 PG_USER=harness
 PG_DB=harness
@@ -143,6 +153,36 @@ start_postgres() {
     fi
     log "postgresql: online on 127.0.0.1:5432, database ${PG_DB}"
 }
+
+# Each daemon stopped by the process its pid file names, where that process is the daemon (a pid file left
+# by one that was killed may name another process now), then waited for.
+stop_daemon() {
+    local name=$1 pidfile=$2 pid
+    pid=$(cat "$pidfile" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
+        log "stopping $name"
+        kill "$pid"
+        for _ in $(seq 100); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
+    fi
+}
+
+stop_all() {
+    stop_daemon slurmd /run/slurmd.pid
+    stop_daemon slurmctld /run/slurmctld.pid
+    stop_daemon munged /run/munge/munged.pid
+    if command -v pg_lsclusters >/dev/null; then
+        pg_lsclusters -h | awk '$2=="main" && $4 ~ /online/ {print $1}' | while read -r version; do
+            log "stopping PostgreSQL $version"
+            pg_ctlcluster "$version" main stop
+        done
+    fi
+    log "stopped"
+}
+
+if [ "${1:-}" = "stop" ]; then
+    stop_all >&2
+    exit 0
+fi
 
 # Only the settings go to standard output (for eval); everything the daemons' tools print (pg_ctlcluster's
 # "Removed stale pid file", say) goes to standard error, which the daemons may keep open: a command

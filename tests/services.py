@@ -12,7 +12,7 @@ import pytest
 
 #: The database server the tests use, as scripts/services.sh --env prints it.
 DEFAULT_URL = "postgresql://harness:harness-test@127.0.0.1:5432/harness"
-WHY = "sudo scripts/services.sh starts it (CI runs that script before the tests)"
+WHY = "scripts/services.sh, run as root, starts it (CI runs that script before the tests)"
 
 
 def missing(what: str) -> None:

@@ -147,6 +147,25 @@ def test_plain_lines_when_stderr_is_not_a_terminal():
     assert lines[4] == "[2/5] ok 0.0414 TFLOP/s in 70.0 s"
 
 
+def test_progress_lines_name_their_own_run_when_several_run_at_once():
+    # under --executor slurm several jobs run at once: a line names the run it is about, not the last started
+    from dataclasses import replace
+
+    from harness.present.live import Progress
+
+    out = io.StringIO()
+    shown = Progress(stream=out, live=False)
+    spec, events = _events()
+    other = replace(spec, run_id="another-run")
+    shown.start(1, 2, spec)
+    shown.start(2, 2, other)
+    shown.progress(spec, events[1])
+    shown.progress(other, events[1])
+    lines = out.getvalue().splitlines()
+    assert lines[2] == "[1/2] first step done in 2.5 s; warm-up: 1 step(s)"
+    assert lines[3] == "[2/2] first step done in 2.5 s; warm-up: 1 step(s)"
+
+
 def test_one_live_line_rewritten_in_place_on_a_terminal():
     from harness.present.live import Progress
 

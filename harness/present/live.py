@@ -143,6 +143,8 @@ class Progress:
         self.live = live
         self.width = width
         self.at = ""
+        #: each started run's `[i/n]`, by run id: under Slurm several runs report progress at once
+        self._at_of: dict[str, str] = {}
         self._showing = False
 
     def _write(self, text: str) -> None:
@@ -156,9 +158,9 @@ class Progress:
         self._clear()
         self._write(text + "\n")
 
-    def _status(self, text: str) -> None:
+    def _status(self, text: str, at: str | None = None) -> None:
         width = self.width or shutil.get_terminal_size((100, 24)).columns
-        text = f"{self.at} {text}"
+        text = f"{at or self.at} {text}"
         if len(text) > width - 1:  # a wrapped line could not be rewritten in place
             text = text[: max(1, width - 4)] + "..."
         self._write("\r" + text + "\x1b[K")
@@ -173,6 +175,7 @@ class Progress:
         """The run's own line, on one line of the terminal: the settings in `varying` (None: all of them)
         (and, on a terminal, its status: starting)."""
         self.at = f"[{i}/{n}]"
+        self._at_of[getattr(spec, "run_id", None)] = self.at
         width = None if varying is None else (self.width or terminal_width()) - len(self.at) - 5
         self._line(f"{self.at} {run_label(spec, varying, width)} ...")
         if self.live:
@@ -197,10 +200,11 @@ class Progress:
         text = describe_event(spec, event, live=self.live)
         if text is None:
             return
+        at = self._at_of.get(getattr(spec, "run_id", None), self.at)  # its own run's, not the last started
         if self.live:
-            self._status(text)
+            self._status(text, at)
         else:
-            self._line(f"{self.at} {text}")
+            self._line(f"{at} {text}")
 
 
 def describe_event(spec, event: ProgressEvent | dict, *, live: bool) -> str | None:

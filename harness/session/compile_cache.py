@@ -13,9 +13,11 @@ from harness.seam.runspec import RunSpec
 
 
 class CompileCaches:
-    """The session's cache folders (harness-cache-*), made at the first run that needs one."""
+    """The session's cache folders (harness-cache-*, or `root`), made at the first run that needs one."""
 
-    def __init__(self):
+    def __init__(self, root: str | Path | None = None):
+        """`root`: the folder to make them in (under Slurm, one every node sees); by default a new temporary one."""
+        self._given = str(root) if root is not None else None
         self.root: str | None = None
 
     def for_run(self, spec: RunSpec, backend: Backend) -> tuple[dict[str, str], str | None, Path | None]:
@@ -29,19 +31,24 @@ class CompileCaches:
         if spec.probe:
             return {}, None, None
         if self.root is None:
-            self.root = tempfile.mkdtemp(prefix="harness-cache-")
+            self.root = self._given or tempfile.mkdtemp(prefix="harness-cache-")
+            Path(self.root).mkdir(parents=True, exist_ok=True)
         own = Path(self.root, f"run-{spec.run_id}")  # this process's, removed after its run
         own.mkdir(exist_ok=True)
         driver = {"CUDA_CACHE_PATH": str(own / "cuda-driver")}
-        warm = spec.measure.compile_cache == "warm"
-        folder = Path(self.root, f"config-{hashlib.sha256(spec.run_key.encode()).hexdigest()[:16]}") \
-            if warm else own
+        folder = self.shared(spec) or own
         env = backend.compile_cache_env(str(folder))
         if not env:
             return driver, "none", own
-        state = "warm" if warm and folder.is_dir() and any(folder.iterdir()) else "cold"
+        state = "warm" if folder != own and folder.is_dir() and any(folder.iterdir()) else "cold"
         folder.mkdir(exist_ok=True)
         return {**env, **driver}, state, own
+
+    def shared(self, spec: RunSpec) -> Path | None:
+        """The framework's cache folder a configuration's processes share (`compile_cache: warm`), else None."""
+        if spec.measure.compile_cache != "warm" or self.root is None:
+            return None
+        return Path(self.root, f"config-{hashlib.sha256(spec.run_key.encode()).hexdigest()[:16]}")
 
     def close(self) -> None:
         """Remove every cache folder of the session."""

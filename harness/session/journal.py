@@ -2,8 +2,9 @@
 every result read back from the store when the session ends.
 
 Whatever store a session writes (the SQLite file, a database server), a result it measured is first
-written, fsynced, to the journal: a side file beside the store (`harness.results.store.sidefiles`,
-named `<store>.unsaved-<session>-...json`) holding the session and every result so far. Only then is
+written, fsynced, to the journal: a side file named and placed as the store's side files are
+(`harness.results.store.sidefiles.side_file_base`: `<store file>.unsaved-<session>-...json` beside an
+SQLite file, `postgresql-HOST-PORT-DB.unsaved-...json` in the working folder for a database) holding the session and every result so far. Only then is
 the store given it. When the session ends, its results are read back through a fresh connection to
 the store; the journal is removed once every one of them is there. Otherwise it stays where
 `harness results --import` and `harness run --resume` take it (a resumed session counts its results
@@ -33,7 +34,7 @@ from harness.results.sessions import (
 )
 from harness.results.store import Store
 from harness.results.store.schema import stored_record
-from harness.results.store.sidefiles import Unsaved
+from harness.results.store.sidefiles import Unsaved, side_file_base
 
 
 def _reopen(store: Store) -> Store:
@@ -50,7 +51,8 @@ class Journal:
         fresh read-only view of the same store (by default the store's class opened `readonly` at its path)."""
         self.store = store
         self.session_id = session.session_id
-        self._kept = Unsaved(store.path)
+        # named as the store's side files are, so `--resume` and the next session find it whatever the store
+        self._kept = Unsaved(side_file_base(store))
         self._kept.sessions[self.session_id] = session.to_dict()  # the side file's JSON
         self._reopen = reopen or _reopen
 
@@ -203,14 +205,14 @@ class Journal:
 
 @contextlib.contextmanager
 def _signals_held():
-    """SIGINT and SIGTERM held back: delivered, to the session's handlers, when the block ends.
+    """SIGINT, SIGTERM and SIGHUP held back: delivered, to the session's handlers, when the block ends.
 
     Python runs a signal's handler in the main thread at a bytecode boundary after the signal arrived, so a
     signal that arrived just before the block could run its handler inside it, whatever the thread's signal
     mask: in the main thread the handlers are swapped for ones that note the signal, and each noted signal
     is raised again once the session's handlers are back. Elsewhere (where Python allows no handler) the
     thread's mask holds them."""
-    held = (signal.SIGINT, signal.SIGTERM)
+    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal gone stops a Slurm session
     if threading.current_thread() is not threading.main_thread():  # no handler here: the thread's signal mask
         with _masked(held):
             yield

@@ -15,6 +15,8 @@ owner; imports; the same queries). What differs, and why, is here:
   and every message that quotes a server error has the password taken out. Give the password in the
   URL, in PGPASSWORD or in ~/.pgpass (then a resume hint, which names the store without it, works as
   printed).
+- A database that holds other tables and no harness store is refused (exit 2), as an SQLite file that is
+  not a harness store is, unless HARNESS_STORE_INIT=1 says to create harness's tables beside them.
 - A result the server cannot take (it went away, the disk is full) is kept, with every other result of
   the process, in a side file in the working folder, as with SQLite.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -44,6 +47,9 @@ HEARTBEAT_S = 30.0
 STALE_S = 120.0
 #: Seconds a connection attempt may take.
 CONNECT_TIMEOUT_S = 10
+#: Set to 1, harness creates its tables in a database that already holds other tables (else it refuses it, as
+#: the SQLite store refuses an SQLite file that is not a harness store).
+STORE_INIT_VARIABLE = "HARNESS_STORE_INIT"
 #: The advisory lock that lets one writer at a time create the tables.
 _SCHEMA_LOCK = 0x4A52_5354
 _SCHEME_PATTERN = r"postgres(?:ql)?"
@@ -151,10 +157,19 @@ class PostgresStore(SQLStore):
                              source=self.path, field="--store")
 
     def _create_tables(self) -> None:
-        """The tables, created by one writer at a time (the others wait on an advisory lock, then find them)."""
+        """The tables, created by one writer at a time (the others wait on an advisory lock, then find them); refused
+        (StoreError) in a database that holds other tables and no harness store, unless STORE_INIT_VARIABLE is 1."""
         try:
             with self._db.transaction():
                 self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                others = [row[0] for row in self._db.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
+                if others and "results" not in others and os.environ.get(STORE_INIT_VARIABLE) != "1":
+                    shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+                    raise StoreError(
+                        f"store {self.path}: cannot be opened for writing: the database holds other tables ({shown}) "
+                        f"and no harness store; give a database of its own, or set {STORE_INIT_VARIABLE}=1 to create "
+                        "harness's tables beside them", source=self.path, field="--store")
                 for statement in POSTGRES_SCHEMA:
                     self._db.execute(statement)
         except psycopg.Error as exc:

@@ -44,6 +44,11 @@ class StoreQueries:
         """The side file this process wrote when the store could not take a result, or None."""
         return self._unsaved.path
 
+    @property
+    def side_file_base(self) -> str:
+        """The path this store's side files and its sessions' journals are named after (`<it>.unsaved-...json`)."""
+        return self._unsaved.store_path
+
     def close(self) -> None:
         """Close the connection (every result is committed already)."""
         self._db.close()

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from harness.errors import StoreWriteError
 from harness.results.record import utc_now
@@ -28,6 +30,22 @@ from harness.results.store.schema import session_doc
 
 #: The name of a side file: `<store file name>.unsaved-<session>-<time>-<pid>.json`.
 SIDE_MARK = ".unsaved-"
+
+
+def side_file_base(store) -> str:
+    """The path a store's side files and its sessions' journals are named after (`<it>.unsaved-...json`): the
+    store's own `side_file_base` where it has one (SQLite: its file; PostgreSQL: `postgresql-HOST-PORT-DB` in
+    the working folder), else, for a store given by URL, `SCHEME-HOST-PORT-PATH` in the working folder (never
+    the URL as a path, never its password), else its path."""
+    own = getattr(store, "side_file_base", None)
+    if own:
+        return str(own)
+    location = getattr(store, "location", None)
+    if location is None or not getattr(location, "url", False):
+        return str(store.path)
+    parts = urlsplit(location.identity)
+    named = [parts.scheme, parts.hostname or "local", str(parts.port or ""), parts.path.strip("/")]
+    return str(Path.cwd() / "-".join(re.sub(r"[^A-Za-z0-9._]", "_", p) for p in named if p))
 
 
 def side_files(store_path: str) -> list[Path]:

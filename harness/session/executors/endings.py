@@ -21,6 +21,8 @@ from harness.session.worker_process import (
 
 #: Seconds a submitted job may be missing from squeue before it is asked of sacct and its own files.
 LIST_GRACE_S = 30.0
+#: The state of a job recorded lost: unresolved (no listing, no accounting, no files of its own) for too long.
+LOST = "LOST"
 #: The run's status and what the error says, for a job that ended without a result, by Slurm's state.
 ENDINGS = {
     "TIMEOUT": ("timeout", "Slurm ended job {job} at its time limit ({limit}) before the run wrote a result"),
@@ -28,27 +30,45 @@ ENDINGS = {
     "NODE_FAIL": ("failed", "node failure: Slurm lost node {node} while job {job} ran"),
     "PREEMPTED": ("failed", "preempted: Slurm preempted job {job} before the run wrote a result"),
     "CANCELLED": ("failed", "cancelled: job {job} was cancelled (scancel) before the run wrote a result"),
+    LOST: ("failed", "lost: how Slurm job {job} ended could not be told"),
 }
+
+
+def told_elsewhere(job_id: str, folder: Path) -> queue.JobState | None:
+    """A job's state without squeue: from sacct where the cluster keeps accounting, else its end from its own
+    files in `folder` (exit.json, written when its worker has ended); None where neither tells anything."""
+    state = queue.accounted(job_id)
+    if state is not None:
+        return state
+    ended = _exit(folder)
+    if ended is not None:
+        return queue.JobState("COMPLETED" if ended["returncode"] == 0 else "FAILED")
+    return None
 
 
 def unlisted_end(job_id: str, folder: Path, submitted_at: float) -> queue.JobState | None:
     """The end of a job squeue no longer lists: from sacct, else from its own files in `folder`; None while it may
-    yet be listed (submitted, on time.monotonic(), less than LIST_GRACE_S ago)."""
+    yet be listed (submitted, on time.monotonic(), less than LIST_GRACE_S ago) or sacct says it has not ended."""
     if time.monotonic() - submitted_at < LIST_GRACE_S:
         return None
-    state = queue.accounted(job_id)
+    state = told_elsewhere(job_id, folder)
     if state is not None:
         return state if state.ended else None
-    ended = _exit(folder)
-    if ended is not None:
-        return queue.JobState("COMPLETED" if ended["returncode"] == 0 else "FAILED")
     return queue.JobState("FAILED", "Slurm no longer lists the job and keeps no accounting of it")
 
 
-def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, time_limit: str | None) -> Result:
+def lost(why: str, waited_s: float) -> queue.JobState:
+    """The state of a job unresolved for `waited_s` seconds: recorded lost, the error saying why."""
+    return queue.JobState(LOST, f"nothing told how it stood for {waited_s:.0f} s: {why}")
+
+
+def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, time_limit: str | None,
+               compile_cache: str | None = None) -> Result:
     """A run's record once its job has ended: what the worker wrote in `folder`, else how Slurm ended the job
-    (`time_limit`: the jobs' --slurm-time, None for the run's timeout)."""
+    (`time_limit`: the jobs' --slurm-time, None for the run's timeout). `compile_cache`: the state the submitter
+    gave its caches; `warm` where the job found the configuration's shared cache already filled."""
     placement = Placement.of(_read(folder / "placement.json"))
+    cache = "warm" if compile_cache == "cold" and placement.compile_cache_found else compile_cache
     result = Result.planned(spec).updated(started_at=placement.started_at or utc_now())
     written = read_worker_result(folder / "result.json")
     if written is not None:
@@ -58,7 +78,7 @@ def job_record(spec: RunSpec, folder: Path, job_id: str, state: queue.JobState, 
     result = with_evidence(result, folder / "worker.log")
     slurm = {"job_id": job_id, "state": state.state, "reason": state.reason or None,
              "node": placement.node or state.node or None, "gpus": placement.gpus, "partition": placement.partition}
-    return result.with_note("slurm", slurm)
+    return result.with_note("slurm", slurm).updated(compile_cache=cache)
 
 
 def ending(job_id: str, folder: Path, state: queue.JobState, time_limit: str | None) -> dict:
@@ -71,7 +91,7 @@ def ending(job_id: str, folder: Path, state: queue.JobState, time_limit: str | N
     if ended is not None and state.state not in ENDINGS:
         error = f"worker exited with code {ended['returncode']} before writing a result (Slurm job {job_id})"
     if state.reason:
-        error += f" (Slurm's reason: {state.reason})"
+        error += f" ({state.reason})" if state.state == LOST else f" (Slurm's reason: {state.reason})"
     return {"status": status, "error": error}
 
 

@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import subprocess
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,13 +36,14 @@ def job_id() -> str | None:
 @dataclass(frozen=True)
 class Placement:
     """Where a job ran (its placement.json): job id, node, the GPUs Slurm gave it (as the job saw them), partition,
-    start; None where unknown."""
+    start, and whether it found its configuration's shared compile cache filled; None where unknown."""
 
     job_id: str | None = None
     node: str | None = None
     partition: str | None = None
     gpus: str | None = None
     started_at: str | None = None
+    compile_cache_found: bool | None = None  # whether the configuration's shared cache held files at the job's start
 
     @classmethod
     def of(cls, doc) -> "Placement":
@@ -58,14 +59,20 @@ def placement() -> Placement:
                      started_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", ""))
 
 
-def run_worker(argv: list[str], env: dict[str, str], folder: str) -> int:
+def run_worker(argv: list[str], env: dict[str, str], folder: str, shared_cache: str | None = None) -> int:
     """Run one worker (argv) with the submitter's settings (env) over the job's own environment; its output goes
-    to FOLDER/worker.log. Returns the worker's exit code (also written to FOLDER/exit.json)."""
+    to FOLDER/worker.log. Returns the worker's exit code (also written to FOLDER/exit.json). `shared_cache`: the
+    compilation cache the run's configuration shares (`compile_cache: warm`); whether an earlier job filled it
+    is noted in placement.json."""
     # submitit warns a job of its time limit with SIGUSR2 to checkpoint it; a run has no checkpoint, so it
     # goes on until Slurm ends it, and the job's state says TIMEOUT
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     run = Path(folder)
-    _write(run / "placement.json", asdict(placement()))
+    where = placement()
+    if shared_cache:
+        cache = Path(shared_cache)
+        where = replace(where, compile_cache_found=cache.is_dir() and any(cache.iterdir()))
+    _write(run / "placement.json", asdict(where))
     child_env = {**os.environ, **{k: v for k, v in env.items() if k not in JOB_OWNED}}
     with open(run / "worker.log", "ab") as log:
         code = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env)

@@ -14,10 +14,12 @@ stays the same on every cluster:
     poll_s: 2
     parallel: 256           # jobs of one array running at once
     array_size: 1000        # tasks of one array at most (the cluster's MaxArraySize)
+    lost_after_s: 900       # a job nothing tells the state of (squeue, sacct, its own files) this long is lost
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -47,6 +49,9 @@ class SlurmSettings(BaseModel):
     parallel: int = Field(default=256, ge=1)
     #: tasks of one array at most: below the cluster's MaxArraySize (1001 unless its slurm.conf says more)
     array_size: int = Field(default=1000, ge=1)
+    #: seconds a job may go untold of (squeue not answering or not listing it, no accounting, no exit file of its
+    #: own) before its run is recorded lost, with why
+    lost_after_s: float = Field(default=900.0, gt=0)
 
     @field_validator("time", mode="before")
     @classmethod
@@ -107,3 +112,20 @@ def sbatch_pairs(values: tuple[str, ...]) -> dict[str, str]:
                              field="--slurm-arg")
         out[key.strip().lstrip("-")] = rest
     return out
+
+
+def array_parameters(s: SlurmSettings, specs: list, gpus: int) -> dict:
+    """submitit's parameters of one array of runs (`specs`, RunSpecs): the settings, the GPUs each job needs, a
+    time limit from the runs' timeouts."""
+    longest = max(float(spec.timeout_s) for spec in specs)
+    minutes = max(1, math.ceil((longest + 120) / 60))  # the run's timeout, and its worker's start and exit
+    extra = {"time": s.time or str(minutes), **({"account": s.account} if s.account else {})}
+    gres = s.gres or (f"gpu:{s.gpus_per_job if s.gpus_per_job is not None else gpus}"
+                      if (s.gpus_per_job or gpus) else None)
+    params = {"time": minutes, "use_srun": False, "stderr_to_stdout": True, "array_parallelism": s.parallel,
+              "job_name": f"harness-{specs[0].session_id[:8]}",
+              "additional_parameters": {**extra, **{k: v or True for k, v in s.sbatch.items()}}}
+    for key, value in (("partition", s.partition), ("gres", gres), ("constraint", s.constraint)):
+        if value:
+            params[key] = value
+    return params

@@ -10,8 +10,10 @@ a folder every node sees (`SlurmSettings.folder`); submitit's own job files sit 
 The submitter polls Slurm (one squeue call for the whole session, every `poll_s`), shows each run as
 its job starts and its progress as the worker reports it, and stores each result as its job ends
 (`endings`: how Slurm ended a job that wrote no result becomes the run's status). Ctrl-C (or
-SIGTERM) cancels the session's pending and running jobs; what finished stays stored, and `--resume`
-submits only the runs without an ok result. The submitter writes the store, not the jobs: the jobs need
+SIGTERM, or SIGHUP: its terminal gone) cancels the session's pending and running jobs; what finished stays
+stored, and `--resume` submits only the runs without an ok result. Each run's job id is written beside its
+spec (`adopt`), so that a `--resume` after a submitter that died without cancelling them (kill -9) takes
+in what its jobs wrote and waits for the ones still queued or running, never running a run twice. The submitter writes the store, not the jobs: the jobs need
 no database credentials and no route to the server (none reach their environment, which Slurm keeps on
 disk), and a store that fails stops one process, which keeps every result in a side file.
 """
@@ -19,8 +21,8 @@ disk), and a store that fails stops one process, which keeps every result in a s
 from __future__ import annotations
 
 import contextlib
-import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -33,11 +35,18 @@ from harness.errors import InputError, StoreWriteError
 from harness.machine.devices import gpu_index
 from harness.results.record import Result, utc_now, write_json_atomic
 from harness.results.store import redact
+from harness.session.compile_cache import CompileCaches
 from harness.session.dataparallel import replicas_of
-from harness.session.executors import queue
-from harness.session.executors.endings import job_record, unlisted_end
+from harness.session.executors import adopt, queue
+from harness.session.executors.endings import (
+    LIST_GRACE_S,
+    job_record,
+    lost,
+    told_elsewhere,
+    unlisted_end,
+)
 from harness.session.executors.job import run_worker
-from harness.session.executors.settings import SlurmSettings
+from harness.session.executors.settings import SlurmSettings, array_parameters
 from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec
 from harness.session.progress import ProgressReader, show_progress
@@ -60,8 +69,31 @@ class _Job:
     folder: Path
     job_id: str = ""
     submitted_at: float = field(default_factory=time.monotonic)
+    #: when Slurm (squeue, sacct) or the job's files last told how it stood, on time.monotonic()
+    told_at: float = field(default_factory=time.monotonic)
     started: bool = False
     progress: ProgressReader | None = None
+    #: the compile-cache state the submitter gave the run (`compile_cache`), and its own cache folder
+    cache_state: str | None = None
+    own_cache: Path | None = None
+
+
+@contextlib.contextmanager
+def _hangup_interrupts(handler=None):
+    """SIGHUP (the submitter's terminal gone) stops the session as SIGTERM does within the block: Interrupted,
+    so that the session's jobs are cancelled and it is marked interrupted; with `handler`, handled that way."""
+    def _raise(signum, frame):
+        raise Interrupted(signum)
+
+    try:
+        previous = signal.signal(signal.SIGHUP, handler if handler is not None else _raise)
+    except (AttributeError, ValueError):  # no SIGHUP here, or not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 @contextlib.contextmanager
@@ -91,21 +123,45 @@ class SlurmExecutor:
         self.settings = settings
         self.notice = notice or (lambda text: None)
         self._said = ""
+        self.caches: CompileCaches | None = None
 
     # ------------------------------------------------------------------ the session
     def run_plan(self, runner, plan: list[RunSpec]) -> SessionOutcome:
-        """Submit the plan, store each result as its job ends; SIGINT/SIGTERM cancel what has not ended."""
+        """Submit the plan, store each result as its job ends; SIGINT, SIGTERM and SIGHUP cancel what has not ended.
+        Jobs an earlier submitter of the session left behind are adopted, not submitted again (`adopt`)."""
         outcome = SessionOutcome()
         jobs: list[_Job] = []
-        with trap_signals():
+        if self.caches is None:  # the session's, on the folder every node sees; the Runner removes them at its end
+            self.caches = runner.caches = CompileCaches(self._root(plan) / "caches")
+        with trap_signals(), _hangup_interrupts():
             try:
-                jobs = self._submit(runner, plan, outcome)
+                jobs, left = self._adopt(runner, plan)
+                jobs = sorted(jobs + self._submit(runner, left, len(plan), outcome), key=lambda j: j.index)
                 self._collect(runner, jobs, len(plan), outcome)
             except (Interrupted, KeyboardInterrupt) as exc:
-                with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not stop the cancelling
+                with trap_signals(signal.SIG_IGN), _hangup_interrupts(signal.SIG_IGN):  # a second signal waits
                     queue.cancel([j.job_id for j in jobs if j.job_id])
                 outcome.interrupted = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         return outcome
+
+    def _root(self, plan: list[RunSpec]) -> Path:
+        """The folder of the session's jobs' files."""
+        return Path(self.settings.folder).resolve() / (plan[0].session_id if plan else "empty")
+
+    def _adopt(self, runner, plan: list[RunSpec]) -> tuple[list[_Job], list[tuple[int, RunSpec]]]:
+        """(the jobs an earlier submitter of this session left that stand for runs of the plan, waited for as if
+        submitted now; the runs of the plan, numbered, that none stands for: `adopt.take_over`)."""
+        stored = {r.get("run_id") for r in runner.store.records([plan[0].session_id])} if plan else set()
+        taken, left = adopt.take_over(self._root(plan), plan, stored)
+        then = time.monotonic() - LIST_GRACE_S  # submitted long ago: one Slurm no longer lists has ended
+        jobs = [_Job(index, job.spec, job.folder, job.job_id, submitted_at=then, told_at=time.monotonic(),
+                     progress=ProgressReader(job.folder / "progress.jsonl"), cache_state=job.compile_cache)
+                for index, job in taken]
+        if jobs:
+            arrays = ", ".join(sorted({j.job_id.split("_")[0] for j in jobs}))
+            self.notice(f"slurm: {len(jobs)} run(s) taken over from job array {arrays}, left by an earlier submitter "
+                        "of this session; they are not submitted again")
+        return jobs, left
 
     def _finish(self, runner, job: _Job, n: int, record: Result, outcome: SessionOutcome) -> None:
         """Store a record as it arrives and tell the observer."""
@@ -117,16 +173,16 @@ class SlurmExecutor:
         runner.on_result(job.index, n, record)
 
     # ------------------------------------------------------------------ submitting
-    def _submit(self, runner, plan: list[RunSpec], outcome: SessionOutcome) -> list[_Job]:
-        """Decide what needs no worker here; submit the rest, one array per number of GPUs, in plan order."""
-        session = plan[0].session_id if plan else "empty"
-        root = Path(self.settings.folder).resolve() / session
+    def _submit(self, runner, numbered: list[tuple[int, RunSpec]], n: int, outcome: SessionOutcome) -> list[_Job]:
+        """Decide what needs no worker here; submit the rest, one array per number of GPUs, in plan order
+        (`numbered`: each run with its place in the plan of `n`)."""
+        root = self._root([spec for _, spec in numbered])
         groups: dict[int, list[_Job]] = {}
-        for i, spec in enumerate(plan, 1):
+        for i, spec in numbered:
             decided = self._decided(runner, spec)
             if decided is not None:
-                runner.on_start(i, len(plan), spec)
-                self._finish(runner, _Job(i, spec, root), len(plan), decided, outcome)
+                runner.on_start(i, n, spec)
+                self._finish(runner, _Job(i, spec, root), n, decided, outcome)
                 continue
             folder = root / f"{i:06d}-{spec.run_id}"
             folder.mkdir(parents=True, exist_ok=True)
@@ -149,22 +205,6 @@ class SlurmExecutor:
         return Result.planned(spec).updated(started_at=utc_now(), status=static[0], error=static[1], duration_s=0.0,
                                             env=runner_env())
 
-    def _parameters(self, group: list[_Job], gpus: int) -> dict:
-        """submitit's parameters of one array: the settings, the GPUs, a time limit from the runs' timeouts."""
-        s = self.settings
-        longest = max(float(j.spec.timeout_s) for j in group)
-        minutes = max(1, math.ceil((longest + 120) / 60))  # the run's timeout, and its worker's start and exit
-        extra = {"time": s.time or str(minutes), **({"account": s.account} if s.account else {})}
-        gres = s.gres or (f"gpu:{s.gpus_per_job if s.gpus_per_job is not None else gpus}"
-                          if (s.gpus_per_job or gpus) else None)
-        params = {"time": minutes, "use_srun": False, "stderr_to_stdout": True, "array_parallelism": s.parallel,
-                  "job_name": f"harness-{group[0].spec.session_id[:8]}",
-                  "additional_parameters": {**extra, **{k: v or True for k, v in s.sbatch.items()}}}
-        for key, value in (("partition", s.partition), ("gres", gres), ("constraint", s.constraint)):
-            if value:
-                params[key] = value
-        return params
-
     def _submit_array(self, runner, group: list[_Job], gpus: int, folder: Path, jobs: list[_Job]) -> None:
         """Write each run's spec and submit the group as one job array (submitit batches it)."""
         try:  # an optional dependency (the `cluster` extra), needed only when runs go to Slurm
@@ -173,52 +213,80 @@ class SlurmExecutor:
             raise InputError("--executor slurm needs submitit: pip install 'harness[cluster]'",
                              field="--executor") from None
         executor = submitit.SlurmExecutor(folder=str(folder / "%j"), python=sys.executable)
-        executor.update_parameters(**self._parameters(group, gpus))
+        executor.update_parameters(**array_parameters(self.settings, [j.spec for j in group], gpus))
         submitted = []
         with credentials_withheld(), executor.batch():
             for job in group:
                 submitted.append(executor.submit(run_worker, *self._worker(runner, job)))
         for job, handle in zip(group, submitted):
             job.job_id = str(handle.job_id)
-            job.submitted_at = time.monotonic()
+            job.submitted_at = job.told_at = time.monotonic()
+            adopt.note_job(job.folder, job.job_id, job.cache_state)  # for a --resume after this submitter is gone
             jobs.append(job)
         self.notice(f"slurm: {len(group)} run(s) submitted as job array {group and jobs[-1].job_id.split('_')[0]}"
                     f"{f' with {gpus} GPU(s) each' if gpus else ''}")
 
-    def _worker(self, runner, job: _Job) -> tuple[list[str], dict, str]:
-        """(argv, environment, folder) of a run's worker: its spec written, the environment as the submitter would
-        give a local worker, less what is the same in the job anyway."""
+    def _worker(self, runner, job: _Job) -> tuple[list[str], dict, str, str | None]:
+        """(argv, environment, folder, shared compile-cache folder) of a run's worker: its spec written, the
+        environment as the submitter would give a local worker (compilation caches of its own included), less
+        what is the same in the job anyway."""
         write_json_atomic(job.folder / "spec.json", job.spec.to_dict())
         backend = runner.backends[job.spec.backend]
-        env = worker_env(runner.memory_limit_bytes, backend.worker_env(job.spec.options, probe=False))
+        cache_env, job.cache_state, job.own_cache = self.caches.for_run(job.spec, backend)
+        env = worker_env(runner.memory_limit_bytes, {**backend.worker_env(job.spec.options, probe=False), **cache_env})
         env["HARNESS_PROGRESS_FILE"] = str(job.folder / "progress.jsonl")
         job.progress = ProgressReader(job.folder / "progress.jsonl")
         delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
         argv = [sys.executable, "-m", "harness.worker", str(job.folder / "spec.json"), str(job.folder / "result.json")]
-        return argv, delta, str(job.folder)
+        shared = self.caches.shared(job.spec) if job.cache_state in ("cold", "warm") else None
+        return argv, delta, str(job.folder), str(shared) if shared else None
 
     # ------------------------------------------------------------------ collecting
     def _collect(self, runner, jobs: list[_Job], n: int, outcome: SessionOutcome) -> None:
         """Poll Slurm until every job has ended; each that starts is shown, each that ends is stored."""
         waiting = {j.job_id: j for j in jobs}
         while waiting:
-            states = queue.poll(list(waiting))
-            if states is not None:
-                self._say_pending(states, waiting)
-                for job_id, job in list(waiting.items()):
-                    state = states.get(job_id) or unlisted_end(job.job_id, job.folder, job.submitted_at)
-                    if state is None:
-                        continue
-                    self._follow(runner, job, state, n)
-                    if state.ended:
-                        del waiting[job_id]
-                        self._finish(runner, job, n, job_record(job.spec, job.folder, job.job_id, state,
-                                                                self.settings.time), outcome)
-                    if outcome.store_error is not None:  # the store failed: the session stops, as it does locally
-                        queue.cancel(list(waiting))
-                        return
+            listed = queue.poll(list(waiting))
+            for job_id, job in list(waiting.items()):
+                state = self._state(job, listed)
+                if state is None:
+                    continue
+                self._follow(runner, job, state, n)
+                if state.ended:
+                    del waiting[job_id]
+                    self._finish(runner, job, n, job_record(job.spec, job.folder, job.job_id, state,
+                                                            self.settings.time, job.cache_state), outcome)
+                    if job.own_cache is not None:
+                        shutil.rmtree(job.own_cache, ignore_errors=True)
+                if outcome.store_error is not None:  # the store failed: the session stops, as it does locally
+                    queue.cancel(list(waiting))
+                    return
+            if listed.states is not None:
+                self._say_pending(listed.states, waiting)
             if waiting:
                 time.sleep(self.settings.poll_s)
+
+    def _state(self, job: _Job, listed: queue.Listing) -> queue.JobState | None:
+        """How a job stands: as squeue lists it; else, once squeue no longer lists it, as sacct or its own files
+        tell; where squeue does not answer, only what sacct or its files tell. None while nothing tells it, until
+        nothing has for `lost_after_s`: then lost, with why."""
+        now = time.monotonic()
+        if listed.states is not None and job.job_id in listed.states:
+            job.told_at = now
+            return listed.states[job.job_id]
+        if listed.states is not None:
+            state = unlisted_end(job.job_id, job.folder, job.submitted_at)
+        else:
+            state = told_elsewhere(job.job_id, job.folder)
+        if state is not None:
+            job.told_at = now
+            return state
+        waited = now - job.told_at
+        if waited < self.settings.lost_after_s:
+            return None
+        why = f"squeue: {listed.error}" if listed.states is None else "squeue no longer lists it and sacct " \
+            "has no end for it"
+        return lost(why, waited)
 
     def _follow(self, runner, job: _Job, state: queue.JobState, n: int) -> None:
         """Show a job that started, and its worker's progress."""
