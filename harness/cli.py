@@ -22,7 +22,7 @@ COMMANDS = {
     "run": "Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).",
     "validate": "Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not.",
     "list": "List bundled scenarios, workloads, and backends with their framework versions.",
-    "env": "Show python, framework, CUDA driver, GPU and CPU details and the machine's load (no framework is imported).",
+    "env": "Show python, the frameworks and plugins installed, CUDA driver, GPU and CPU details and the machine's load.",
     "results": "Print or export the stored results (json: an array of result records), list the sessions (--sessions), "
                "or --import some.",
     "compare": "Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.",
