@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from harness.commands.choice import Choice
 from harness.errors import InputError
 from harness.present.fitting import terminal_width
 from harness.present.live import (
@@ -22,7 +23,8 @@ from harness.present.live import (
 )
 from harness.present.table import configuration_summary
 from harness.results.store import redact
-from harness.scenario.schema import parse_resolution
+from harness.scenario.load import DEFAULT_MAX_RUNS
+from harness.scenario.schema import Capacity, parse_resolution
 from harness.session.app import (
     FinishedSession,
     PreparedSession,
@@ -174,7 +176,7 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="SQLite store file, or a postgresql://USER@HOST/DB database (default harness.db or $HARNESS_STORE).")
 @click.option("--timeout", type=float, default=None, callback=_check_timeout,
               help="Seconds one run may take before it is stopped (default measure.timeout_s).")
-@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
+@click.option("--max-runs", type=click.IntRange(min=1), default=None, help=f"Largest plan accepted (default {DEFAULT_MAX_RUNS}).")
 @click.option("--time-limit", default=None, metavar="DURATION",
               help="Start no run expected to end after this long from the session's start (540, 9m, 1h30m or "
                    "[HH:]MM:SS), judged by earlier runs in the store; the session then exits 75 and --resume goes on.")
@@ -184,13 +186,14 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
                    "unsupported answer stands, unless it was for a backend, framework or GPU missing).")
 @click.option("--find-max-batch", is_flag=True, help="Search the largest batch_size that fits, per configuration.")
 @click.option("--capacity-start", type=click.IntRange(min=1), default=None, metavar="N",
-              help="--find-max-batch: the first batch_size probed (overrides the file's capacity.start; default 1, or "
+              help="--find-max-batch: the first batch_size probed (overrides the file's capacity.start; default "
+                   f"{Capacity().start}, or "
                    "the smallest batch every configuration can train on).")
 @click.option("--capacity-limit", type=click.IntRange(min=1), default=None, metavar="N",
-              help="--find-max-batch: the largest batch_size probed (overrides capacity.limit; default 65536).")
+              help=f"--find-max-batch: the largest batch_size probed (overrides capacity.limit; default {Capacity().limit}).")
 @click.option("--capacity-resolution", type=Resolution(), default=None, metavar="N|P%",
               help="--find-max-batch: stop bisecting when the answer is known to within N images, or to within "
-                   "P percent of it (e.g. 2%) (overrides capacity.resolution; default 1).")
+                   f"P percent of it (e.g. 2%) (overrides capacity.resolution; default {Capacity().resolution}).")
 @click.option("--memory-limit", default=None, metavar="SIZE",
               help=f"Cap each worker's host memory (e.g. 4GiB; at least {MIN_MEMORY_LIMIT_TEXT}): emulate a smaller "
                    "machine on the CPU.")
@@ -202,7 +205,7 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="With --nnodes: node 0's address for torchrun's rendezvous (ports PORT..PORT+31 are used).")
 @click.option("--rdzv-id", default=None, metavar="ID", expose_value=False, callback=_cluster_flag,
               help="With --nnodes: a name shared by the nodes of one session (torchrun's --rdzv-id prefix).")
-@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+@click.option("--executor", type=Choice(EXECUTORS), default="local", show_default=True,
               help="Where runs execute: worker processes here, or Slurm jobs (docs/distributed.md).")
 @click.option("--slurm-config", default=None, metavar="FILE",
               help="--executor slurm: a YAML file of Slurm options (partition, account, time, gres...); flags win.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from harness.scenario.load import DEFAULT_MAX_RUNS
 from harness.session.app import prepare_session
 from harness.session.count import count_plan
 from harness.session.request import SessionRequest
@@ -13,7 +14,7 @@ from harness.timing.settings import describe_measure
 @click.command("validate")
 @click.argument("scenario_file")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
+@click.option("--max-runs", type=click.IntRange(min=1), default=None, help=f"Largest plan accepted (default {DEFAULT_MAX_RUNS}).")
 def command(scenario_file: str, overrides: tuple[str, ...], max_runs: int | None) -> None:
     """Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not.
 
