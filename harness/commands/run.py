@@ -10,6 +10,7 @@ import sys
 import click
 
 from harness.commands.choice import Choice
+from harness.commands.lines import echo_wrapped, too_few_processes
 from harness.errors import InputError
 from harness.present.fitting import terminal_width
 from harness.present.live import (
@@ -81,10 +82,11 @@ def _show_dry_run(prepared: PreparedSession, wide: bool = False) -> None:
     """The plan a dry run would execute, a line a run (fitting the terminal: what every run shares is
     said once above them; `wide`: every setting on every line), and its forecast."""
     if prepared.resumed is not None:
-        click.echo(f"plan: {len(prepared.plan)} run(s) left of session {prepared.session_id} "
-                   "(dry run: nothing executed)")
+        echo_wrapped(f"plan: {len(prepared.plan)} run(s) left of session {prepared.session_id} "
+                     "(dry run: nothing executed)", indent="  ")
     else:
-        click.echo(f"plan: {len(prepared.plan)} run(s), session {prepared.session_id} (dry run: nothing executed)")
+        echo_wrapped(f"plan: {len(prepared.plan)} run(s), session {prepared.session_id} (dry run: nothing executed)",
+                     indent="  ")
     varying = None if wide else varying_keys(prepared.plan)
     shared = None if wide else shared_line(prepared.plan, varying, terminal_width())
     if shared:
@@ -92,16 +94,20 @@ def _show_dry_run(prepared: PreparedSession, wide: bool = False) -> None:
     for i, spec in enumerate(prepared.plan, 1):
         click.echo(f"  {i:>3}. {run_label(spec, varying, None if wide else terminal_width() - 7)}")
     for measured in dict.fromkeys(describe_measure(spec.measure) for spec in prepared.plan):
-        click.echo(f"measure: {measured}")
+        echo_wrapped(measured, "measure: ", indent="  ")
+    warning = too_few_processes(prepared.plan)
+    if warning:
+        echo_wrapped(warning, indent="  ", err=True)
     if prepared.rounds is not None:
         most = sum(process_bounds(spec.measure)[1] for spec in prepared.rounds.configurations)
-        click.echo(f"processes auto: these {len(prepared.plan)} run(s), then rounds while a CI over processes is "
-                   f"wide; at most {min(most, prepared.rounds.limit or most)} in all")
+        echo_wrapped(f"processes auto: these {len(prepared.plan)} run(s), then rounds while a CI over processes is "
+                     f"wide; at most {min(most, prepared.rounds.limit or most)} in all", indent="  ")
     say(forecast_lines(planned_forecast(prepared)))
     if prepared.time_limit_s is not None:
-        click.echo(f"time limit: {format_duration(prepared.time_limit_s)} from the session's start; a run is started "
-                   "only while the time earlier runs say it takes (its configuration's median, else the longest of "
-                   "its backend, workload and execution) fits in what is left; the rest stay for --resume")
+        echo_wrapped(f"time limit: {format_duration(prepared.time_limit_s)} from the session's start; a run is started "
+                     "only while the time earlier runs say it takes (its configuration's median, else the longest of "
+                     "its backend, workload and execution) fits in what is left; the rest stay for --resume",
+                     indent="  ")
 
 
 def _show_finished(finished: FinishedSession, wide: bool) -> None:
