@@ -81,7 +81,8 @@ EOF
 }
 
 if [ -f "$MARKER" ]; then
-    if [ "$(cat "$MARKER")" = "$WANT" ]; then
+    # complete, unless a TensorFlow distribution was installed into it since (pip install tf_keras brings one)
+    if [ "$(cat "$MARKER")" = "$WANT" ] && "$VPY" -c 'import sys; from harness.machine.frameworks import tensorflow_problems as p; sys.exit(bool(p()))' 2>/dev/null; then
         echo "make-env: $ENV_DIR is complete for the $PAIR pair; reusing it"
         print_versions
         exit 0
@@ -91,7 +92,11 @@ if [ -f "$MARKER" ]; then
         echo "make-env: $ENV_DIR holds the '$HAVE_PAIR' pair, not '$PAIR'; remove it first (rm -rf $ENV_DIR)" >&2
         exit 1
     fi
-    echo "make-env: constraints/$PAIR.txt or setup.cfg changed since $ENV_DIR was built; updating it"
+    if [ "$(cat "$MARKER")" = "$WANT" ]; then
+        echo "make-env: $ENV_DIR holds more than one TensorFlow build; updating it"
+    else
+        echo "make-env: constraints/$PAIR.txt, setup.cfg or this script changed since $ENV_DIR was built; updating it"
+    fi
     rm -f "$MARKER"
 fi
 
