@@ -3,6 +3,8 @@ for compare to give a verdict: the rule compare applies, so the two cannot drift
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from click.testing import CliRunner
 
@@ -54,3 +56,20 @@ def test_too_few_processes_for_a_verdict_are_warned_of_by_compare_s_rule(tmp_pat
         assert "warning: measure.processes" not in _invoke(command, "quickstart", *extra, *sets, columns=80)
     auto_low = _flat(_invoke(command, "quickstart", *extra, "--set", "measure.min_processes=2", columns=80))
     assert "warning: measure.processes: 2 processes per side cannot reach" in auto_low
+
+
+def test_resuming_a_finished_session_says_there_is_nothing_to_run(tmp_path, fake_backend, write_scenario):
+    db = str(tmp_path / "r.db")
+    for measure, planned in (({"processes": 1}, 2), ({"processes": "auto", "min_processes": 2, "max_processes": 2}, 4)):
+        path = write_scenario({"name": "r", "workload": "gemm", "params": {"size": 32}, "backends": ["fake"],
+                               "devices": ["cpu"], "sweep": {"batch": [1, 2]},
+                               "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 120, **measure}})
+        first = CliRunner().invoke(main, ["run", path, "--store", db, "-q"], env={"COLUMNS": "120"})
+        assert first.exit_code == 0, first.output
+        session = re.search(r"session (\w+): ", first.output).group(1)
+        again = CliRunner().invoke(main, ["run", "--resume", session, "--store", db], env={"COLUMNS": "120"})
+        assert again.exit_code == 0, again.output
+        assert f"nothing to run: session {session} has every result ({planned} run(s))" in again.output
+        assert "(no results)" not in again.output
+        if measure["processes"] == 1:  # nothing is started: no word of the machine's load either
+            assert "warning" not in again.output and "resuming" not in again.output

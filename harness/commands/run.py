@@ -148,12 +148,20 @@ def _show_finished(finished: FinishedSession, wide: bool) -> None:
                  f"(exit {finished.exit_code}): {'; '.join(reasons[:3])}"])
 
 
+def _nothing_to_run(prepared: PreparedSession) -> str:
+    left = prepared.resumed
+    return f"nothing to run: session {prepared.session_id} has every result ({left.planned} {left.what})"
+
+
 def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> None:
     """Plan the session, run it (or show a dry run's plan), say how it ended and exit with its code."""
     display = LiveDisplay(quiet=quiet)
     prepared = prepare_session(request, display)
-    if prepared.resumed is not None:
-        left = prepared.resumed
+    left = prepared.resumed
+    if left is not None:
+        if not left.left and prepared.rounds is None and not dry_run:  # nor can processes: auto add a round
+            click.echo(_nothing_to_run(prepared))
+            return
         click.echo(f"resuming session {prepared.session_id}: {left.left} of {left.planned} {left.what} have no ok "
                    "result", err=True)
     if dry_run:
@@ -162,7 +170,10 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
     display.use_plan(prepared.plan, wide)
     finished = run_session(prepared, display)
     with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not cut the summary short
-        _show_finished(finished, wide)
+        if left is not None and not finished.records and not finished.exit_code:
+            click.echo(_nothing_to_run(prepared))  # processes: auto found no round to add either
+        else:
+            _show_finished(finished, wide)
     if finished.exit_code:
         sys.exit(finished.exit_code)
 
