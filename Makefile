@@ -22,12 +22,14 @@ define HOW_TO_RUN
 @echo "harness is installed in $(VENV), not on your PATH. Run it as $(VENV)/bin/harness"
 @echo "(e.g. $(VENV)/bin/harness run quickstart), or first, in this shell: source $(VENV)/bin/activate"
 endef
+# setup says it unless quickstart, which says it at its end, is asked for too
+SETUP_HOW_TO_RUN = $(if $(filter quickstart,$(MAKECMDGOALS)),,$(HOW_TO_RUN))
 
 .PHONY: setup setup-gpu test env-reference test-compat quickstart
 
 setup:
 	PYTHON=$(PYTHON) scripts/make-env.sh $(VENV) $(PAIR)
-	$(HOW_TO_RUN)
+	$(SETUP_HOW_TO_RUN)
 
 setup-gpu:
 	PYTHON=$(PYTHON) scripts/make-env.sh $(VENV) gpu

@@ -5,6 +5,7 @@ Imports here are light on purpose: `harness --help` and `harness validate` impor
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import signal
 import sys
@@ -22,7 +23,7 @@ COMMANDS = {
     "run": "Run SCENARIO_FILE (a path, or the name of a bundled scenario such as `quickstart`).",
     "validate": "Validate SCENARIO_FILE: exit 0 if it is sound, 2 with the file, field and expectation if not.",
     "list": "List bundled scenarios, workloads, and backends with their framework versions.",
-    "env": "Show python, framework, CUDA driver, GPU and CPU details and the machine's load (no framework is imported).",
+    "env": "Show python, the frameworks and plugins installed, CUDA driver, GPU and CPU details and the machine's load.",
     "results": "Print or export the stored results (json: an array of result records), list the sessions (--sessions), "
                "or --import some.",
     "compare": "Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.",
@@ -39,10 +40,17 @@ class _Group(click.Group):
         return list(COMMANDS)
 
     def format_commands(self, ctx, formatter):
-        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-        rows = [(name, click.utils.make_default_short_help(text, limit)) for name, text in COMMANDS.items()]
+        # each line whole, wrapped to the terminal (click's short help would cut it at the first line's end)
         with formatter.section("Commands"):
-            formatter.write_dl(rows)
+            formatter.write_dl(list(COMMANDS.items()))
+
+    def resolve_command(self, ctx, args):
+        name = click.utils.make_str(args[0])
+        if name not in COMMANDS and not name.startswith("-"):
+            close = difflib.get_close_matches(name, COMMANDS, n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint} (`harness --help` lists them.)")
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx, name):
         if name not in COMMANDS:

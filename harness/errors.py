@@ -1,4 +1,6 @@
-"""Exceptions that carry a meaning for the runner and the CLI."""
+"""Exceptions that carry a meaning for the runner and the CLI, and the words that help a user mend bad input."""
+
+import difflib
 
 
 class HarnessError(Exception):
@@ -88,3 +90,9 @@ def allocation_failure(exc: BaseException, types: tuple = (), messages: tuple = 
             return f"{type(current).__name__} naming {hit!r}: {first_line(current)}"
         current = current.__cause__ or current.__context__
     return None
+
+
+def did_you_mean(name, choices) -> str:
+    """'; did you mean `X`?' for the closest of `choices` to a mistyped `name` (difflib), else ''."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
+    return f"; did you mean `{close[0]}`?" if close else ""

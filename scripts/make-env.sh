@@ -32,8 +32,15 @@ FRAMEWORKS="torch torchvision tensorflow-cpu keras"
 # the GPU pair: TensorFlow's GPU build and the CUDA libraries it loads (its `and-cuda` extra)
 [ "$PAIR" = gpu ] && FRAMEWORKS="torch torchvision tensorflow[and-cuda] keras"
 # TF 2.16+ builds Keras 2 models from the separate tf_keras package (options: {tensorflow: {keras: tf_keras}});
-# TF 2.12 bundles Keras 2 as tf.keras.
-[ "$PAIR" != reference ] && FRAMEWORKS="$FRAMEWORKS tf_keras"
+# TF 2.12 bundles Keras 2 as tf.keras. tf_keras's one requirement is `tensorflow` (the GPU build's name):
+# resolved, it would bring that 572 MB wheel beside tensorflow-cpu and overwrite tensorflow-cpu's files in
+# place (both stay installed, libtensorflow_cc.so.2 the GPU build's). So tf_keras is installed on its own
+# with --no-deps: the pair's TensorFlow build, installed first, is the TensorFlow it needs.
+TF_KERAS=""
+[ "$PAIR" != reference ] && TF_KERAS="tf_keras"
+# The pair's TensorFlow distribution: the only one an environment of this pair may hold.
+TF_DIST=tensorflow-cpu
+[ "$PAIR" = gpu ] && TF_DIST=tensorflow
 
 mkdir -p "$ENV_DIR"
 ENV_DIR=$(cd "$ENV_DIR" && pwd)
@@ -48,7 +55,8 @@ JAX_PACKAGES=""
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 WANT="pair=$PAIR
 constraints=$(sha "$CONSTRAINTS")
-setup_cfg=$(sha "$ROOT/setup.cfg")"
+setup_cfg=$(sha "$ROOT/setup.cfg")
+make_env=$(sha "$ROOT/scripts/make-env.sh")"
 WANT="$WANT
 harness_mlp=$(sha "$ROOT/plugins/harness-mlp/pyproject.toml")"
 [ -n "$JAX_PACKAGES" ] && WANT="$WANT
@@ -62,17 +70,19 @@ from importlib.metadata import PackageNotFoundError, version
 
 print(f"harness env ({sys.argv[1]}): {sys.prefix}")
 print(f"  python {sys.version.split()[0]}")
-tensorflow = "tensorflow" if sys.argv[1] == "gpu" else "tensorflow-cpu"
-for name in ("torch", "torchvision", tensorflow, "keras", "tf_keras", "numpy", "harness"):
+# every TensorFlow distribution installed, so that a second one shows
+for name in ("torch", "torchvision", "tensorflow", "tensorflow-cpu", "keras", "tf_keras", "jax", "numpy", "harness"):
     try:
         print(f"  {name} {version(name)}")
     except PackageNotFoundError:
-        print(f"  {name} (not installed)")
+        if not name.startswith("tensorflow"):
+            print(f"  {name} (not installed)")
 EOF
 }
 
 if [ -f "$MARKER" ]; then
-    if [ "$(cat "$MARKER")" = "$WANT" ]; then
+    # complete, unless a TensorFlow distribution was installed into it since (pip install tf_keras brings one)
+    if [ "$(cat "$MARKER")" = "$WANT" ] && "$VPY" -c 'import sys; from harness.machine.frameworks import tensorflow_problems as p; sys.exit(bool(p()))' 2>/dev/null; then
         echo "make-env: $ENV_DIR is complete for the $PAIR pair; reusing it"
         print_versions
         exit 0
@@ -82,7 +92,11 @@ if [ -f "$MARKER" ]; then
         echo "make-env: $ENV_DIR holds the '$HAVE_PAIR' pair, not '$PAIR'; remove it first (rm -rf $ENV_DIR)" >&2
         exit 1
     fi
-    echo "make-env: constraints/$PAIR.txt or setup.cfg changed since $ENV_DIR was built; updating it"
+    if [ "$(cat "$MARKER")" = "$WANT" ]; then
+        echo "make-env: $ENV_DIR holds more than one TensorFlow build; updating it"
+    else
+        echo "make-env: constraints/$PAIR.txt, setup.cfg or this script changed since $ENV_DIR was built; updating it"
+    fi
     rm -f "$MARKER"
 fi
 
@@ -108,6 +122,22 @@ echo "make-env: installing the $PAIR pair and harness[dev] (constraints/$PAIR.tx
 cd "$ROOT"
 # shellcheck disable=SC2086  # FRAMEWORKS and PIP_ARGS are word lists
 "$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" $FRAMEWORKS -e ".[dev]"
+# An environment an earlier make-env built may hold a second TensorFlow distribution (tf_keras brought
+# `tensorflow` beside tensorflow-cpu): uninstall every one (their files are the same paths) and put the
+# pair's back, so that its files are its own again.
+OTHER_TF=$("$VPY" -c 'import sys; from harness.machine.frameworks import tensorflow_distributions as t
+print(" ".join(sorted(set(t()) - {sys.argv[1]})))' "$TF_DIST")
+if [ -n "$OTHER_TF" ]; then
+    echo "make-env: $ENV_DIR holds $OTHER_TF beside $TF_DIST, which overwrote its files; reinstalling $TF_DIST alone"
+    # shellcheck disable=SC2086
+    "$VPY" -m pip uninstall -y $OTHER_TF "$TF_DIST"
+    # shellcheck disable=SC2086
+    "$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" --no-deps "$TF_DIST"
+fi
+if [ -n "$TF_KERAS" ]; then
+    # shellcheck disable=SC2086
+    "$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" --no-deps $TF_KERAS
+fi
 # the example workload plugin (a model brought from outside harness: docs/architecture.md), in every pair
 "$VPY" -m pip install --progress-bar off ${PIP_ARGS:-} -c "$CONSTRAINTS" --no-deps -e plugins/harness-mlp
 if [ -n "$JAX_PACKAGES" ]; then
@@ -117,7 +147,13 @@ if [ -n "$JAX_PACKAGES" ]; then
 fi
 
 echo "make-env: checking the environment"
-"$VPY" -m pip check || echo "make-env: warning: pip check reports the conflicts above" >&2
+# tf_keras names `tensorflow`, which tensorflow-cpu is under another name: that line of pip check is expected.
+CONFLICTS=$("$VPY" -m pip check 2>&1 | grep -v -e '^tf-keras [0-9.]* requires tensorflow, which is not installed' \
+            -e '^No broken requirements found' || true)
+[ -z "$CONFLICTS" ] || { echo "$CONFLICTS"; echo "make-env: warning: pip check reports the conflicts above" >&2; }
+# One TensorFlow distribution, owning TensorFlow's files (harness.machine.frameworks).
+"$VPY" -c 'import sys; from harness.machine.frameworks import tensorflow_problems as p; sys.exit("\n".join(p()) or None)' \
+    || { echo "make-env: $ENV_DIR does not hold one TensorFlow build (above)" >&2; exit 1; }
 # The installed framework versions must be the pinned ones.
 "$VPY" - "$CONSTRAINTS" <<'EOF'
 import re, sys

@@ -55,6 +55,12 @@ def test_setup_and_quickstart_say_how_to_run_harness():
 
 
 @needs_make
+def test_each_target_says_how_to_run_harness_once():
+    for target in ("setup", "setup-gpu", "quickstart", "test"):
+        assert dry_run(target).count("source /nonexistent-venv/bin/activate") == 1, target
+
+
+@needs_make
 def test_a_venv_built_for_gpus_stays_the_gpu_pair(tmp_path):
     (tmp_path / ".harness-env").write_text("pair=gpu\nconstraints=x\nsetup_cfg=y\n", encoding="utf-8")
     done = subprocess.run(["make", "-n", f"VENV={tmp_path}", "setup"], cwd=ROOT, capture_output=True, text=True,
@@ -72,7 +78,7 @@ def test_the_gpu_pair_is_the_current_pair_with_tensorflows_gpu_build():
 
 def test_the_readme_says_what_the_environment_costs():
     opening = README.split("## What it measures", 1)[0]
-    for words in ("CUDA build", "8.5 GB", "3.2 GB", "JAX", "2-5 minutes", "about 25 minutes on 2 cores",
+    for words in ("CUDA build", "7.9 GB", "3.2 GB", "JAX", "2-5 minutes", "about 25 minutes on 2 cores",
                   ".venv/bin/harness", "source .venv/bin/activate", "make setup-gpu"):
         assert words in opening, words
     assert "pip install -e '.[torch,tf]'" not in README  # the old GPU advice, which make-env never followed

@@ -14,7 +14,8 @@ from harness.session.request import SessionRequest
 
 
 def _invoke(*args):
-    return CliRunner().invoke(main, list(args))
+    # wide enough for any path: these tests count; the lines' widths are test_validate_width's
+    return CliRunner().invoke(main, list(args), env={"COLUMNS": "1000"})
 
 
 def _planned(output: str) -> int:

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import click
 
+from harness.commands.choice import Choice
 from harness.errors import InputError
 from harness.present.breakdown import breakdown_text
 from harness.present.comparison import comparison_text, regression_lines
@@ -20,11 +21,24 @@ from harness.results.compare import (
     session_baseline,
 )
 from harness.results.compare.breakdown import breakdown_pairs
+from harness.timing import stats
+from harness.timing.settings import Measure
 
 FORMATS = ("table", "csv", "json", "markdown")
+#: The processes a configuration runs by default (`auto`: from the fewest a verdict needs up to max_processes).
+LEAST, MOST = Measure().process_bounds()
+HELP = f"""Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.
+
+Each stored run is one worker process and gives one sample (its median); a verdict needs at
+least {stats.processes_needed(stats.VERDICT_ALPHA)} processes a side (`measure.processes`: {Measure().processes} by
+default, {LEAST} to {MOST} processes a configuration), p < {stats.VERDICT_ALPHA:g}, a CI excluding 1 and a
+change of at least --min-effect. After a --by backend table, one line per backend names its
+fastest configuration. The table fits the terminal ($COLUMNS, else its width): what every row
+shares is said on the line above it and long warnings are shortened; --wide prints everything.
+"""
 
 
-@click.command("compare")
+@click.command("compare", help=HELP)
 @click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
 @click.option("--by", "by", multiple=True, metavar="FIELD",
               help="Field to compare: backend, device, device_name, framework_version, session_id or a neutral "
@@ -39,22 +53,15 @@ FORMATS = ("table", "csv", "json", "markdown")
 @click.option("--fail-if-slower", "fail_pct", type=float, default=None, metavar="PCT",
               help="Exit 1 when a matched row is significantly slower than its baseline by more than PCT percent.")
 @click.option("--min-effect", "min_effect", type=float, default=None, metavar="PCT",
-              help="The smallest change called faster or slower, in percent (default 2).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+              help=f"The smallest change called faster or slower, in percent (default {MIN_EFFECT_PCT:g}).")
+@click.option("--format", "fmt", type=Choice(FORMATS), default="table", show_default=True)
 @click.option("--wide", is_flag=True,
               help="Every column and every warning in full, however wide (the table fits the terminal otherwise).")
 @click.option("--breakdown", is_flag=True,
               help="Where each side's step goes instead of its speed: its profile classes (ms per step) beside its "
                    "baseline's, with the difference (records run with --profile; table or json).")
 def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fmt, wide, breakdown) -> None:
-    """Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.
-
-    Each stored run is one worker process and gives one sample (its median); a verdict needs at
-    least 4 processes a side (`measure.processes`, 5 by default), p < 0.05, a CI excluding 1 and a
-    change of at least --min-effect. After a --by backend table, one line per backend names its
-    fastest configuration. The table fits the terminal ($COLUMNS, else its width): what every row
-    shares is said on the line above it and long warnings are shortened; --wide prints everything.
-    """
+    """`harness compare`: its help is HELP, which states the defaults it names from their source."""
 
     by = parse_by(by)
     min_effect = _checked(fail_pct, min_effect)

@@ -10,14 +10,19 @@ import click
 
 from harness.machine.env import Environment, capture
 from harness.machine.envcheck import environment_warnings
+from harness.machine.frameworks import framework_versions
 
 
 @click.command("env")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def command(as_json: bool) -> None:
-    """Show python, framework, CUDA driver, GPU and CPU details and the machine's load (no framework is imported)."""
+    """Show python, the frameworks and plugins installed, CUDA driver, GPU and CPU details and the machine's load.
+
+    Nothing is imported: versions come from package metadata.
+    """
 
     env = capture()
+    env["frameworks"] = framework_versions()
     env["warnings"] = environment_warnings(env)
     if as_json:
         click.echo(json.dumps(env, indent=2, default=str))
@@ -31,7 +36,9 @@ def command(as_json: bool) -> None:
     click.echo("load        " + (" ".join(f"{x:.2f}" for x in load) + " (1, 5, 15 min)" if load else "unknown"))
     mem = env["memory_total_bytes"]
     click.echo(f"memory      {mem / 1024**3:.1f} GiB" if mem else "memory      unknown")
-    for name, version in env["packages"].items():
+    # the frameworks and plugins that can run, then what else a result depends on (a record's env.packages)
+    others = {k: env["packages"].get(k) for k in ("numpy", "nvidia-ml-py", "harness")}
+    for name, version in {**env["frameworks"], **others}.items():
         click.echo(f"{name:<15} {version or 'not installed'}")
     click.echo(f"driver      {env['driver'] or 'no NVIDIA driver / NVML'}")
     for gpu in env["gpus"]:

@@ -3,11 +3,9 @@ with versions)."""
 
 from __future__ import annotations
 
-import shutil
-import textwrap
-
 import click
 
+from harness.commands.lines import echo_wrapped
 from harness.scenario.bundled import bundled_scenarios
 from harness.scenario.reading import read_scenario_documents
 from harness.seam.backend import BROKEN, available_backends
@@ -16,10 +14,7 @@ from harness.workloads import WORKLOADS
 
 
 def _echo(lead: str, text: str) -> None:
-    """`lead` then `text`, wrapped to the terminal's width under the text's first column."""
-    width = max(40, shutil.get_terminal_size(fallback=(120, 24)).columns)
-    click.echo(textwrap.fill(text, width=width, initial_indent=lead, subsequent_indent=" " * len(lead),
-                             break_long_words=False, break_on_hyphens=False))
+    echo_wrapped(text, lead)
 
 
 def _summary(document: dict) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from harness.commands.choice import Choice
 from harness.errors import InputError
 from harness.present.cells import run_time
 from harness.present.fitting import fit
@@ -30,7 +31,7 @@ SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok"
 
 @click.command("results")
 @click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=Choice(FORMATS), default="table", show_default=True)
 @click.option("--session", default=None, help="Only this session's results (its id, or a unique prefix of it).")
 @click.option("--output", "-o", default=None, help="Write to this file instead of standard output (needed for parquet).")
 @click.option("--import", "imports", multiple=True, metavar="FILE",

@@ -9,6 +9,8 @@ import sys
 
 import click
 
+from harness.commands.choice import Choice
+from harness.commands.lines import echo_wrapped, too_few_processes
 from harness.errors import InputError
 from harness.present.fitting import terminal_width
 from harness.present.live import (
@@ -22,7 +24,8 @@ from harness.present.live import (
 )
 from harness.present.table import configuration_summary
 from harness.results.store import redact
-from harness.scenario.schema import parse_resolution
+from harness.scenario.load import DEFAULT_MAX_RUNS
+from harness.scenario.schema import Capacity, parse_resolution
 from harness.session.app import (
     FinishedSession,
     PreparedSession,
@@ -78,10 +81,11 @@ def _show_dry_run(prepared: PreparedSession, wide: bool = False) -> None:
     """The plan a dry run would execute, a line a run (fitting the terminal: what every run shares is
     said once above them; `wide`: every setting on every line), and its forecast."""
     if prepared.resumed is not None:
-        click.echo(f"plan: {len(prepared.plan)} run(s) left of session {prepared.session_id} "
-                   "(dry run: nothing executed)")
+        echo_wrapped(f"plan: {len(prepared.plan)} run(s) left of session {prepared.session_id} "
+                     "(dry run: nothing executed)", indent="  ")
     else:
-        click.echo(f"plan: {len(prepared.plan)} run(s), session {prepared.session_id} (dry run: nothing executed)")
+        echo_wrapped(f"plan: {len(prepared.plan)} run(s), session {prepared.session_id} (dry run: nothing executed)",
+                     indent="  ")
     varying = None if wide else varying_keys(prepared.plan)
     shared = None if wide else shared_line(prepared.plan, varying, terminal_width())
     if shared:
@@ -89,16 +93,20 @@ def _show_dry_run(prepared: PreparedSession, wide: bool = False) -> None:
     for i, spec in enumerate(prepared.plan, 1):
         click.echo(f"  {i:>3}. {run_label(spec, varying, None if wide else terminal_width() - 7)}")
     for measured in dict.fromkeys(spec.measure.describe() for spec in prepared.plan):
-        click.echo(f"measure: {measured}")
+        echo_wrapped(measured, "measure: ", indent="  ")
+    warning = too_few_processes(prepared.plan)
+    if warning:
+        echo_wrapped(warning, indent="  ", err=True)
     if prepared.rounds is not None:
         most = sum(spec.measure.process_bounds()[1] for spec in prepared.rounds.configurations)
-        click.echo(f"processes auto: these {len(prepared.plan)} run(s), then rounds while a CI over processes is "
-                   f"wide; at most {min(most, prepared.rounds.limit or most)} in all")
+        echo_wrapped(f"processes auto: these {len(prepared.plan)} run(s), then rounds while a CI over processes is "
+                     f"wide; at most {min(most, prepared.rounds.limit or most)} in all", indent="  ")
     say(forecast_lines(planned_forecast(prepared)))
     if prepared.time_limit_s is not None:
-        click.echo(f"time limit: {format_duration(prepared.time_limit_s)} from the session's start; a run is started "
-                   "only while the time earlier runs say it takes (its configuration's median, else the longest of "
-                   "its backend, workload and execution) fits in what is left; the rest stay for --resume")
+        echo_wrapped(f"time limit: {format_duration(prepared.time_limit_s)} from the session's start; a run is started "
+                     "only while the time earlier runs say it takes (its configuration's median, else the longest of "
+                     "its backend, workload and execution) fits in what is left; the rest stay for --resume",
+                     indent="  ")
 
 
 def _show_finished(finished: FinishedSession, wide: bool) -> None:
@@ -139,12 +147,20 @@ def _show_finished(finished: FinishedSession, wide: bool) -> None:
                  f"(exit {finished.exit_code}): {'; '.join(reasons[:3])}"])
 
 
+def _nothing_to_run(prepared: PreparedSession) -> str:
+    left = prepared.resumed
+    return f"nothing to run: session {prepared.session_id} has every result ({left.planned} {left.what})"
+
+
 def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> None:
     """Plan the session, run it (or show a dry run's plan), say how it ended and exit with its code."""
     display = LiveDisplay(quiet=quiet)
     prepared = prepare_session(request, display)
-    if prepared.resumed is not None:
-        left = prepared.resumed
+    left = prepared.resumed
+    if left is not None:
+        if not left.left and prepared.rounds is None and not dry_run:  # nor can processes: auto add a round
+            click.echo(_nothing_to_run(prepared))
+            return
         click.echo(f"resuming session {prepared.session_id}: {left.left} of {left.planned} {left.what} have no ok "
                    "result", err=True)
     if dry_run:
@@ -153,7 +169,10 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
     display.use_plan(prepared.plan, wide)
     finished = run_session(prepared, display)
     with trap_signals(signal.SIG_IGN):  # a second Ctrl-C does not cut the summary short
-        _show_finished(finished, wide)
+        if left is not None and not finished.records and not finished.exit_code:
+            click.echo(_nothing_to_run(prepared))  # processes: auto found no round to add either
+        else:
+            _show_finished(finished, wide)
     if finished.exit_code:
         sys.exit(finished.exit_code)
 
@@ -173,7 +192,7 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="SQLite store file, or a postgresql://USER@HOST/DB database (default harness.db or $HARNESS_STORE).")
 @click.option("--timeout", type=float, default=None, callback=_check_timeout,
               help="Seconds one run may take before it is stopped (default measure.timeout_s).")
-@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Largest plan accepted (default 1000).")
+@click.option("--max-runs", type=click.IntRange(min=1), default=None, help=f"Largest plan accepted (default {DEFAULT_MAX_RUNS}).")
 @click.option("--time-limit", default=None, metavar="DURATION",
               help="Start no run expected to end after this long from the session's start (540, 9m, 1h30m or "
                    "[HH:]MM:SS), judged by earlier runs in the store; the session then exits 75 and --resume goes on.")
@@ -183,13 +202,14 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
                    "unsupported answer stands, unless it was for a backend, framework or GPU missing).")
 @click.option("--find-max-batch", is_flag=True, help="Search the largest batch_size that fits, per configuration.")
 @click.option("--capacity-start", type=click.IntRange(min=1), default=None, metavar="N",
-              help="--find-max-batch: the first batch_size probed (overrides the file's capacity.start; default 1, or "
+              help="--find-max-batch: the first batch_size probed (overrides the file's capacity.start; default "
+                   f"{Capacity().start}, or "
                    "the smallest batch every configuration can train on).")
 @click.option("--capacity-limit", type=click.IntRange(min=1), default=None, metavar="N",
-              help="--find-max-batch: the largest batch_size probed (overrides capacity.limit; default 65536).")
+              help=f"--find-max-batch: the largest batch_size probed (overrides capacity.limit; default {Capacity().limit}).")
 @click.option("--capacity-resolution", type=Resolution(), default=None, metavar="N|P%",
               help="--find-max-batch: stop bisecting when the answer is known to within N images, or to within "
-                   "P percent of it (e.g. 2%) (overrides capacity.resolution; default 1).")
+                   f"P percent of it (e.g. 2%) (overrides capacity.resolution; default {Capacity().resolution}).")
 @click.option("--memory-limit", default=None, metavar="SIZE",
               help=f"Cap each worker's host memory (e.g. 4GiB; at least {MIN_MEMORY_LIMIT_TEXT}): emulate a smaller "
                    "machine on the CPU.")
@@ -201,7 +221,7 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
               help="With --nnodes: node 0's address for torchrun's rendezvous (ports PORT..PORT+31 are used).")
 @click.option("--rdzv-id", default=None, metavar="ID", expose_value=False, callback=_cluster_flag,
               help="With --nnodes: a name shared by the nodes of one session (torchrun's --rdzv-id prefix).")
-@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+@click.option("--executor", type=Choice(EXECUTORS), default="local", show_default=True,
               help="Where runs execute: worker processes here, or Slurm jobs (docs/distributed.md).")
 @click.option("--slurm-config", default=None, metavar="FILE",
               help="--executor slurm: a YAML file of Slurm options (partition, account, time, gres...); flags win.")

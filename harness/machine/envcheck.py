@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping
 
 from harness.machine.env import Environment, Isolation, capture
+from harness.machine.frameworks import tensorflow_distributions
 from harness.machine.nvml import nvml
 
 
@@ -121,7 +122,8 @@ def _isolation_reasons(isolation: Isolation | None) -> list[str]:
 
 
 def environment_warnings(env: Environment | Mapping | None = None) -> list[str]:
-    """Warnings about this machine's state: a busy CPU or GPU, throttling, debug settings, CPU governor."""
+    """Warnings about this machine's state: a busy CPU or GPU, throttling, debug settings, two TensorFlow builds
+    installed, CPU governor."""
 
     env = Environment.of(env or capture())
     out = [f"busy machine: {reason}: runs started now share it, and their figures will vary with that load"
@@ -131,6 +133,11 @@ def environment_warnings(env: Environment | Mapping | None = None) -> list[str]:
         out.append("CUDA_LAUNCH_BLOCKING=1 serializes every kernel launch: timings will not reflect normal use")
     if hasattr(sys, "gettotalrefcount"):
         out.append("this Python is a debug build: host-side overhead is inflated")
+    tensorflows = tensorflow_distributions()
+    if len(tensorflows) > 1:
+        out.append(f"{len(tensorflows)} TensorFlow distributions are installed ({', '.join(tensorflows)}): the one "
+                   "installed last overwrote the others' files; rebuild the environment with one "
+                   "(scripts/make-env.sh, `make setup`)")
     governor = env.cpu_governor
     if governor and governor != "performance":
         out.append(f"CPU frequency governor is {governor!r}, not 'performance': host-bound figures may vary")

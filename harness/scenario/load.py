@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.errors import InputError
-from harness.scenario.messages import did_you_mean, format_validation_error
+from harness.errors import InputError, did_you_mean
+from harness.scenario.messages import format_validation_error
 from harness.scenario.reading import parse_yaml, read_scenario_documents
 from harness.scenario.schema import Scenario, resolve_backend
 from harness.seam.backend import available_backends

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
-
 from pydantic import ValidationError
 
-from harness.errors import InputError
+from harness.errors import InputError, did_you_mean
 
 
 def known_fields(model, loc: tuple) -> list[str]:
@@ -16,12 +14,6 @@ def known_fields(model, loc: tuple) -> list[str]:
         field = getattr(model, "model_fields", {}).get(part)
         model = getattr(field, "annotation", None) if field is not None else None
     return list(getattr(model, "model_fields", {}) or [])
-
-
-def did_you_mean(name: str, choices) -> str:
-    """'; did you mean `X`?' for the closest of `choices` to a mistyped `name` (difflib), else ''."""
-    close = difflib.get_close_matches(str(name), list(choices), n=1)
-    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 def _describe(error: dict, model=None) -> tuple[str, str]:

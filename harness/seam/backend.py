@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.errors import InputError, Unsupported
+from harness.errors import InputError, Unsupported, did_you_mean
 from harness.seam.adapter import Device, Prepared, RunContext, RunInputs  # noqa: F401 - RunContext: the core and backends import it from here
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
@@ -296,5 +296,6 @@ def resolve_backend_name(name: str, field: str = "backends") -> str:
         return names[key]
     known = ["/".join((c, *b.aliases)) for c, b in sorted(available_backends().items())]
     broken = f" (failed to load: {', '.join(sorted(BROKEN))})" if BROKEN else ""
-    raise InputError(f"unknown backend {name!r}: expected one of {', '.join(known)}{broken}", field=field)
+    raise InputError(f"unknown backend {name!r}: expected one of {', '.join(known)}{broken}{did_you_mean(key, names)}",
+                     field=field)
 

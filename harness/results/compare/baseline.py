@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from harness.errors import InputError
+from harness.errors import InputError, did_you_mean
 from harness.results.compare.records import canonical_backend
 from harness.results.record import Result
 from harness.seam.backend import BUILTIN_BACKENDS
@@ -55,7 +55,10 @@ def resolve_baseline(baseline: str, by: list[str], order: list[tuple]) -> tuple:
             raise InputError(f"--baseline {baseline}: several variants match ({names}); name one", field="--baseline")
     if not matching:
         seen = ", ".join(repr(label(v)) for v in order)
-        raise InputError(f"--baseline {baseline}: no result has it for {', '.join(by)} (seen: {seen})", field="--baseline")
+        names = [label(v) for v in order] + ([str(v[0]).split("[", 1)[0] for v in order] if by == ["backend"] else [])
+        hint = did_you_mean(baseline, names)
+        raise InputError(f"--baseline {baseline}: no result has it for {', '.join(by)} (seen: {seen}){hint}",
+                         field="--baseline")
     return matching[0]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.errors import InputError
+from harness.errors import InputError, did_you_mean
 from harness.results.compare.baseline import (
     backend_order,
     baseline_of,
@@ -72,7 +72,8 @@ def _check_by(by: list[str], records: list[Result]) -> None:
     known = known_fields(records)
     for name in by:
         if name not in known:
-            raise InputError(f"--by {name}: no such field; expected one of {', '.join(known)}", field="--by")
+            raise InputError(f"--by {name}: no such field; expected one of {', '.join(known)}{did_you_mean(name, known)}",
+                             field="--by")
 
 
 # --------------------------------------------------------------------------- one row per compared value
@@ -164,7 +165,8 @@ def _group_rows(key: tuple, sides: dict, base_value: tuple, order: list[tuple],
 def _comparable(records, by, metric: str, min_effect) -> tuple[list[Result], list[str]]:
     """The ok records that have every compared parameter, and the compared fields; InputError on bad input."""
     if metric not in METRICS:
-        raise InputError(f"--metric {metric}: expected one of {', '.join(METRICS)}", field="--metric")
+        raise InputError(f"--metric {metric}: expected one of {', '.join(METRICS)}{did_you_mean(metric, METRICS)}",
+                         field="--metric")
     if min_effect is None or not (min_effect >= 0):
         raise InputError(f"--min-effect {min_effect}: expected a percentage >= 0", field="--min-effect")
     records = ok_records(records)
