@@ -114,10 +114,13 @@ def test_simulated_error_rate_is_the_exhaustive_sweeps_at_fewer_processes():
 
 @pytest.mark.parametrize("store", SWEEPS)
 def test_replay_on_the_stored_sweeps_gives_the_exhaustive_answer_with_fewer_processes(store):
-    replays = replay_store(str(DATA / store), seeds=20)
-    wrong = [(r.seed, r.picks) for r in replays if not r.equal]
-    assert wrong == []
-    assert all(r.processes < r.exhaustive for r in replays)
+    """20 orders of each sweep's processes, with the default prior and with priors from the other sweeps."""
+    history = [str(DATA / other) for other in SWEEPS if other != store]
+    for replays in (replay_store(str(DATA / store), seeds=20), replay_store(str(DATA / store), seeds=20,
+                                                                           history=history)):
+        wrong = [(r.seed, r.picks) for r in replays if not r.equal]
+        assert wrong == []
+        assert all(r.processes < r.exhaustive and r.run_time_s < r.exhaustive_run_time_s for r in replays)
 
 
 def _spec(key, backend, size, options=None):

@@ -35,7 +35,9 @@ def varying_params(specs: list[RunSpec]) -> list[str]:
     return [k for k in keys if len({repr(s.params.get(k)) for s in specs}) > 1]
 
 
-def _kind(record: Result) -> tuple:
+def kind_of(record: Result) -> tuple:
+    """A record's kind of configuration, whose history gives a prior: workload, backend variant, execution,
+    device type."""
     return (record.workload, backend_variant(record), (record.params or {}).get("execution"),
             str(record.device or "").split(":")[0])
 
@@ -47,7 +49,7 @@ def history_priors(records: list[Result], metric: str) -> dict[tuple, float]:
     for r in records:
         value = process_value(r, metric) if r.status == "ok" and not r.probe_of else None
         if value:
-            by_key.setdefault((_kind(r), r.run_key), []).append(value)
+            by_key.setdefault((kind_of(r), r.run_key), []).append(value)
     squares: dict[tuple, list[float]] = {}
     for (kind, _), values in by_key.items():
         if len(values) >= 2 and statistics.mean(values):
@@ -92,7 +94,7 @@ class RaceRounds:
             if self.memory_budget is not None and peaks and max(peaks) > self.memory_budget:
                 excluded[name] = (f"over the device-memory budget: its allocator peak {max(peaks) / 2**30:.2f} GiB > "
                                   f"{self.memory_budget / 2**30:.2f} GiB")
-            prior = self.priors.get(_kind(ok[0])) if ok else None
+            prior = self.priors.get(kind_of(ok[0])) if ok else None
             limit = max(0, self.limits.get(spec.run_key, self.rules.max_processes) - (len(done) - len(ok)))
             out.append(Candidate(name, spec.backend, tuple(process_value(r, self.metric) for r in ok), prior,
                                  limit))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, List, Mapping, Optional, Sequence
 
 from scipy.stats import norm, t
 
@@ -204,7 +204,7 @@ def _room(c: Candidate, rules: RaceRules) -> bool:
 
 
 #: Measures the named configurations once more: their new process values (a name left out gave none: it failed).
-Measure = Callable[[list[str]], Mapping[str, float | None]]
+Measure = Callable[[List[str]], Mapping[str, Optional[float]]]  # typing's names: Python 3.9 evaluates this line
 
 
 @dataclass

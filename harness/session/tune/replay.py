@@ -22,6 +22,7 @@ from harness.results.compare import (
 )
 from harness.results.compare.records import hashable
 from harness.results.compare.verdicts import higher_is_better, judge
+from harness.session.tune.live import history_priors, kind_of
 from harness.session.tune.race import Candidate, RaceRules, run_race
 from harness.timing import stats
 
@@ -33,6 +34,8 @@ class Configuration:
     name: str
     group: str
     values: tuple[float, ...]
+    durations: tuple[float, ...] = ()  # each process's run time in seconds (its record's duration_s)
+    kind: tuple = ()  # what its prior is looked up by (harness.session.tune.live.kind_of)
 
 
 def configurations(records, metric: str = "median") -> tuple[list[Configuration], bool]:
@@ -50,7 +53,8 @@ def configurations(records, metric: str = "median") -> tuple[list[Configuration]
         parts = [f"{k}={params[k]}" for k in sorted(varying) if k in params]
         parts = ([f"device={device}"] if several["device"] else []) + parts
         group = f"{backend} on {workload}" if several["workload"] else backend
-        out.append(Configuration(" ".join([variant, *parts]), group, tuple(process_value(r, metric) for r in rs)))
+        out.append(Configuration(" ".join([variant, *parts]), group, tuple(process_value(r, metric) for r in rs),
+                                 tuple(r.duration_s or 0.0 for r in rs), kind_of(rs[0])))
     higher = higher_is_better(metric, records[0].unit if records else None)
     return out, higher
 
@@ -75,6 +79,8 @@ class Replay:
     processes: int
     exhaustive: int
     undecided: tuple[str, ...]
+    run_time_s: float = 0.0  # the run time of the processes the race drew
+    exhaustive_run_time_s: float = 0.0
 
     @property
     def equal(self) -> bool:
@@ -82,18 +88,24 @@ class Replay:
         return all(p[3] for p in self.picks.values())
 
 
-def replay(configs: list[Configuration], higher: bool, seed: int, rules: RaceRules | None = None) -> Replay:
-    """The race over these configurations' recorded processes drawn in the order `seed` gives."""
+def replay(configs: list[Configuration], higher: bool, seed: int, rules: RaceRules | None = None,
+           priors: dict[tuple, float] | None = None) -> Replay:
+    """The race over these configurations' recorded processes drawn in the order `seed` gives; `priors`: the
+    between-process CV by kind of configuration (from other stores), else the rules' default."""
     rng = random.Random(seed)
-    order = {c.name: rng.sample(list(c.values), len(c.values)) for c in configs}
+    order = {c.name: rng.sample(range(len(c.values)), len(c.values)) for c in configs}
+    by_name = {c.name: c for c in configs}
+    spent: list[float] = []
     limit = max(len(c.values) for c in configs)
     rules = rules or RaceRules(higher_is_better=higher, max_processes=limit)
 
     def measure(names):
-        return {name: order[name].pop(0) for name in names}
+        drawn = {name: order[name].pop(0) for name in names}
+        spent.extend(by_name[n].durations[i] if by_name[n].durations else 0.0 for n, i in drawn.items())
+        return {name: by_name[name].values[i] for name, i in drawn.items()}
 
-    result = run_race([Candidate(c.name, c.group, limit=len(c.values)) for c in configs], measure, rules)
-    by_name = {c.name: c for c in configs}
+    result = run_race([Candidate(c.name, c.group, prior_cv=(priors or {}).get(c.kind), limit=len(c.values))
+                       for c in configs], measure, rules)
     picks = {}
     for group, best in exhaustive_best(configs, higher).items():
         standing = next(s for s in result.standings if s.group == group)
@@ -102,10 +114,13 @@ def replay(configs: list[Configuration], higher: bool, seed: int, rules: RaceRul
             list(best.values), list(pick.values), rules.words, alpha=rules.alpha, min_effect=rules.min_effect).verdict
         picks[group] = (pick.name, best.name, verdict, pick is best or verdict.startswith(EQUIVALENT))
     undecided = tuple(f"{s.leader} vs {o}" for s in result.standings for o in s.undecided)
-    return Replay(seed, picks, result.processes, sum(len(c.values) for c in configs), undecided)
+    return Replay(seed, picks, result.processes, sum(len(c.values) for c in configs), undecided, sum(spent),
+                  sum(sum(c.durations) for c in configs))
 
 
-def replay_store(path: str, seeds: int = 20, metric: str = "median") -> list[Replay]:
-    """The race replayed on a store under seeds 0..seeds-1."""
+def replay_store(path: str, seeds: int = 20, metric: str = "median", history: list[str] = ()) -> list[Replay]:
+    """The race replayed on a store under seeds 0..seeds-1; `history`: other stores whose configurations of
+    the same kind give the priors (as a live session's store history would), else the default prior."""
     configs, higher = configurations(load_records(path), metric)
-    return [replay(configs, higher, seed) for seed in range(seeds)]
+    priors = history_priors([r for h in history for r in load_records(h)], metric) if history else None
+    return [replay(configs, higher, seed, priors=priors) for seed in range(seeds)]
