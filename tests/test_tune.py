@@ -134,14 +134,14 @@ def _record(spec, replicate, value, **extra):
                   median=value, unit="TFLOP/s", **extra)
 
 
-def test_the_race_is_rebuilt_from_a_sessions_records_with_its_drops_and_budget():
+def test_the_race_is_rebuilt_from_a_sessions_records_with_its_drops_and_device_memory():
     big, small, mid = _spec("big", "torch", 256), _spec("small", "torch", 16), _spec("mid", "torch", 128)
     rounds = RaceRounds([big, small, mid], RaceRules(), limits={"big": 4, "small": 4, "mid": 4},
-                        memory_budget=2**30)
+                        max_device_memory=2**30)
     first = [_record(big, 0, 10.0), _record(small, 0, 1.0), _record(mid, 0, 9.0, peak_allocated_bytes=2**31)]
     standings, _ = rounds.standings(first)
     assert set(standings[0].dropped) == {"torch size=16", "torch size=128"}
-    assert "over the device-memory budget" in standings[0].dropped["torch size=128"]
+    assert "more device memory than --max-device-memory" in standings[0].dropped["torch size=128"]
     nxt = rounds.next_round(first)
     assert [(s.run_key, s.replicate) for s in nxt] == [("big", 1)]
 
@@ -158,7 +158,7 @@ def test_a_drop_made_early_stands_when_later_processes_arrive():
 @pytest.mark.parametrize("args, field", [
     (["--metric", "bogus"], "--metric"),
     (["--max-processes", "0"], "--max-processes"),
-    (["--device-memory-budget", "lots"], "--device-memory-budget"),
+    (["--max-device-memory", "lots"], "--max-device-memory"),
 ])
 def test_bad_input_exits_2_with_one_line(harness_cli, tmp_path, args, field):
     code, out, err = harness_cli("tune", "quickstart", "--store", "t.db", *args)

@@ -27,13 +27,15 @@ def _interval(row: dict) -> str:
 def answer_lines(answer: dict) -> list[str]:
     """The answer as text: per framework its fastest, the runner-up and verdict; the bests compared; the cost."""
     unit = answer["unit"] or ""
+    best_word = "fastest" if answer["metric"] in ("median", "tflops", "pct_of_peak", "step_time_s",
+                                                   "first_step_s") else "best"
     lines = []
     for f in answer["frameworks"]:
         best = f["best"]
         if best is None:
             lines.append(f"{f['framework']}: nothing measured")
             continue
-        lines.append(f"{f['framework']}: fastest {best['configuration']}: {fmt(best['figure'])} {unit}"
+        lines.append(f"{f['framework']}: {best_word} {best['configuration']}: {fmt(best['figure'])} {unit}"
                      f"{_interval(best)} (median of {plural(best['processes'])})")
         runner = f["runner_up"]
         if runner:
@@ -41,7 +43,7 @@ def answer_lines(answer: dict) -> list[str]:
             lines.append(f"  runner-up {runner['configuration']}: {fmt(runner['figure'])} {unit} ({change}, "
                          f"{plural(runner['processes'])}): {runner['verdict']}")
         if f["ties"]:
-            lines.append(f"  tied with the fastest: {', '.join(f['ties'])}")
+            lines.append(f"  tied with the {best_word}: {', '.join(f['ties'])}")
         if f["undecided"]:
             lines.append(f"  undecided (at the process limit or stopped): {', '.join(f['undecided'])}")
         for d in f["dropped"]:
@@ -73,14 +75,15 @@ def answer_lines(answer: dict) -> list[str]:
 @click.option("--max-processes", type=int, default=None, metavar="N",
               help="The most processes one configuration gets (default: the scenario's most, 10 under auto).")
 @click.option("--metric", default="median", show_default=True,
-              help="The figure raced on: median (the headline), tflops, step_time_s, energy_j, ...")
-@click.option("--device-memory-budget", default=None, metavar="SIZE",
+              help="The figure raced on: median (the headline), tflops, step_time_s, first_step_s, "
+                   "peak_allocated_bytes, energy_j (where NVML gives power), ...")
+@click.option("--max-device-memory", default=None, metavar="SIZE",
               help="Device memory a configuration may use (its allocator peak), e.g. 24GiB; beyond it, it is out. "
                    "(run's --memory-limit caps host memory.)")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No per-run progress lines.")
 def command(scenario_file, backends, devices, overrides, documents, store_path, resume, executor, time_limit,
-            max_processes, metric, device_memory_budget, as_json, quiet) -> None:
+            max_processes, metric, max_device_memory, as_json, quiet) -> None:
     """Tune SCENARIO_FILE: each framework's fastest configuration of its sweep, by racing over processes.
 
     One process of every configuration, then more only for those that can still be their framework's
@@ -90,7 +93,7 @@ def command(scenario_file, backends, devices, overrides, documents, store_path, 
                              devices=tuple(devices), store_path=store_path, overrides=tuple(overrides),
                              command=redact(shlex.join(["harness"] + sys.argv[1:])), documents=tuple(documents),
                              executor=executor, time_limit=time_limit)
-    settings = TuneSettings(metric=metric, max_processes=max_processes, device_memory_budget=device_memory_budget)
+    settings = TuneSettings(metric=metric, max_processes=max_processes, max_device_memory=max_device_memory)
     with trap_signals():
         try:
             display = LiveDisplay(quiet=quiet or as_json)

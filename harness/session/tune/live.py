@@ -64,7 +64,7 @@ class RaceRounds:
     configurations: list[RunSpec]
     rules: RaceRules
     metric: str = "median"
-    memory_budget: int | None = None  # bytes of allocator peak a configuration may need
+    max_device_memory: int | None = None  # bytes of allocator peak a configuration may need
     priors: dict[tuple, float] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)  # run_key -> most processes (else the rules' most)
     seed: int = 0
@@ -77,7 +77,7 @@ class RaceRounds:
 
     def candidates(self, results: list[Result]) -> tuple[list[Candidate], dict[str, str]]:
         """Each configuration's ok process values in replicate order, and those out before the race (failed,
-        over the memory budget)."""
+        over --max-device-memory)."""
         by_key: dict[str, list[Result]] = {}
         for r in sorted(results, key=lambda r: r.replicate):
             if not r.probe_of:
@@ -91,9 +91,9 @@ class RaceRounds:
                 why = str(done[-1].error or done[-1].status).splitlines()[0][:160]
                 excluded[name] = f"gave no {self.metric} value: {done[-1].status}: {why}"
             peaks = [r.peak_allocated_bytes for r in ok if r.peak_allocated_bytes]
-            if self.memory_budget is not None and peaks and max(peaks) > self.memory_budget:
-                excluded[name] = (f"over the device-memory budget: its allocator peak {max(peaks) / 2**30:.2f} GiB > "
-                                  f"{self.memory_budget / 2**30:.2f} GiB")
+            if self.max_device_memory is not None and peaks and max(peaks) > self.max_device_memory:
+                excluded[name] = (f"more device memory than --max-device-memory: its allocator peak {max(peaks) / 2**30:.2f} GiB > "
+                                  f"{self.max_device_memory / 2**30:.2f} GiB")
             prior = self.priors.get(kind_of(ok[0])) if ok else None
             limit = max(0, self.limits.get(spec.run_key, self.rules.max_processes) - (len(done) - len(ok)))
             out.append(Candidate(name, spec.backend, tuple(process_value(r, self.metric) for r in ok), prior,

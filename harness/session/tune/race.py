@@ -71,6 +71,8 @@ class RaceRules:
     prior_cv: float = DEFAULT_PRIOR_CV
     floor_cv: float = FLOOR_CV
     max_processes: int = 10
+    #: the verdict words of a value above and below its baseline; () for faster/slower by higher_is_better
+    verdict_words: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not 0 < self.drop_alpha < 0.5 or not 0 < self.alpha < 1:
@@ -83,6 +85,8 @@ class RaceRules:
     @property
     def words(self) -> tuple[str, str]:
         """Verdict words of a value above and below its baseline."""
+        if self.verdict_words:
+            return self.verdict_words[0], self.verdict_words[1]
         return (FASTER, SLOWER) if self.higher_is_better else (SLOWER, FASTER)
 
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, replace
 
 from harness.errors import InputError
-from harness.results.compare.verdicts import METRICS, higher_is_better
+from harness.results.compare.verdicts import METRICS, higher_is_better, verdict_words
 from harness.results.record import Result
 from harness.results.store import open_store, parse_location, store_exists
 from harness.session.app import (
@@ -37,7 +37,7 @@ class TuneSettings:
 
     metric: str = "median"
     max_processes: int | None = None
-    device_memory_budget: str | None = None
+    max_device_memory: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,14 @@ class PreparedTune:
     exhaustive_processes: int
 
 
-def _budget(text: str | None) -> int | None:
+def _device_memory(text: str | None) -> int | None:
     if text is None:
         return None
     try:
         return parse_size(text)
     except InputError as exc:
-        raise InputError(str(exc).replace("--memory-limit", "--device-memory-budget"),
-                         field="--device-memory-budget") from None
+        raise InputError(str(exc).replace("--memory-limit", "--max-device-memory"),
+                         field="--max-device-memory") from None
 
 
 def _stored(store_path: str) -> list[Result]:
@@ -72,15 +72,14 @@ def prepare_tune(request: SessionRequest, settings: TuneSettings,
                  observer: SessionObserver | None = None) -> PreparedTune:
     """The tuning session of a scenario (or the stored one `request.resume` names, with its scenario given
     again); InputError for bad input, before anything is written."""
-    if settings.metric not in METRICS or METRICS[settings.metric][1][0] not in ("faster", "slower"):
-        rates = ", ".join(m for m in METRICS if METRICS[m][1][0] in ("faster", "slower"))
-        raise InputError(f"--metric {settings.metric!r}: expected one of {rates}", field="--metric")
+    if settings.metric not in METRICS:
+        raise InputError(f"--metric {settings.metric!r}: expected one of {', '.join(METRICS)}", field="--metric")
     if settings.max_processes is not None and settings.max_processes < 1:
         raise InputError(f"--max-processes {settings.max_processes}: expected at least 1", field="--max-processes")
     if not request.scenario_file:
         raise InputError("missing SCENARIO_FILE (tune --resume SESSION needs the scenario it tuned as well)",
                          field="SCENARIO_FILE")
-    budget = _budget(settings.device_memory_budget)
+    max_device_memory = _device_memory(settings.max_device_memory)
     exhaustive = prepare_session(replace(request, resume=None))
     racing = (replace(request, scenario_file=None) if request.resume else
               replace(request, overrides=(*request.overrides, "measure.processes=1")))
@@ -90,9 +89,10 @@ def prepare_tune(request: SessionRequest, settings: TuneSettings,
     limits = {s.run_key: settings.max_processes or process_bounds(s.measure)[1] for s in configurations}
     unit = getattr(WORKLOADS.get(configurations[0].workload), "unit", None) if configurations else None
     rules = RaceRules(higher_is_better=higher_is_better(settings.metric, unit),
-                      max_processes=max(limits.values(), default=1))
+                      max_processes=max(limits.values(), default=1),
+                      verdict_words=verdict_words(settings.metric, unit))
     stored = [r for r in _stored(prepared.store_path) if r.session_id != prepared.session_id]
-    rounds = RaceRounds(configurations, rules, settings.metric, budget, history_priors(stored, settings.metric),
+    rounds = RaceRounds(configurations, rules, settings.metric, max_device_memory, history_priors(stored, settings.metric),
                         limits, seed=int(configurations[0].seed or 0) if configurations else 0)
     return PreparedTune(replace(prepared, rounds=rounds), rounds, len(exhaustive.plan))
 
