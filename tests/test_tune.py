@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 
 from harness.errors import InputError
+from harness.results.compare import load_records
 from harness.results.record import Result
 from harness.seam.runspec import RunSpec
+from harness.session.app import SessionRequest
 from harness.session.tune.live import RaceRounds
 from harness.session.tune.race import Candidate, RaceRules, run_race, stand
 from harness.session.tune.replay import replay_store
 from harness.session.tune.simulation import simulate
+from harness.session.tune.tuning import TuneSettings, prepare_tune, run_tune
 
 DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
 #: The exhaustive frameworks sweeps on the H200 (every configuration at the file's processes): ResNet-50 in
@@ -129,9 +132,9 @@ def _spec(key, backend, size, options=None):
 
 
 def _record(spec, replicate, value, **extra):
-    return Result(run_id=f"{spec.run_key}-{replicate}", session_id="s", run_key=spec.run_key, workload="gemm",
-                  backend=spec.backend, device="cpu", params=spec.params, replicate=replicate, status="ok",
-                  median=value, unit="TFLOP/s", **extra)
+    return Result(**{"run_id": f"{spec.run_key}-{replicate}", "session_id": "s", "run_key": spec.run_key,
+                     "workload": "gemm", "backend": spec.backend, "device": "cpu", "params": spec.params,
+                     "replicate": replicate, "status": "ok", "median": value, "unit": "TFLOP/s", **extra})
 
 
 def test_the_race_is_rebuilt_from_a_sessions_records_with_its_drops_and_device_memory():
@@ -146,13 +149,17 @@ def test_the_race_is_rebuilt_from_a_sessions_records_with_its_drops_and_device_m
     assert [(s.run_key, s.replicate) for s in nxt] == [("big", 1)]
 
 
-def test_a_drop_made_early_stands_when_later_processes_arrive():
-    a, b = _spec("a", "torch", 1), _spec("b", "torch", 2)
-    rounds = RaceRounds([a, b], RaceRules(prior_cv=0.01), limits={"a": 6, "b": 6})
-    # b is out of reach after round 1; a's later processes fall under b's one value: b stays dropped
-    records = [_record(a, 0, 100.0), _record(b, 0, 50.0)] + [_record(a, i, 40.0 + i) for i in range(1, 4)]
-    standings, _ = rounds.standings(records)
-    assert "torch size=2" in standings[0].dropped and standings[0].leader == "torch size=1"
+def test_what_a_lucky_first_process_put_out_of_reach_comes_back_when_the_leader_falls():
+    a, b, c = _spec("a", "torch", 1), _spec("b", "torch", 2), _spec("c", "torch", 3)
+    rounds = RaceRounds([a, b, c], RaceRules(prior_cv=0.01), limits={"a": 6, "b": 6, "c": 6})
+    first = [_record(a, 0, 100.0), _record(b, 0, 50.0), _record(c, 0, 10.0, status="failed")]
+    standings, _ = rounds.standings(first)
+    assert "out of reach" in standings[0].dropped["torch size=2"]
+    # a's later processes fall under b's one value: b leads again; c's failure stands
+    later = first + [_record(a, i, 40.0 + i) for i in range(1, 4)]
+    standings, _ = rounds.standings(later)
+    assert standings[0].leader == "torch size=2" and set(standings[0].dropped) == {"torch size=3"}
+    assert "torch size=2" in standings[0].measure_next
 
 
 @pytest.mark.parametrize("args, field", [
@@ -174,7 +181,7 @@ def test_resume_needs_the_scenario(harness_cli):
 def test_tune_on_the_cpu_picks_what_the_stores_records_say_and_keeps_every_process(harness_cli, tmp_path):
     """GEMM 256 against 16 in fp32, torch and TensorFlow: the race's pick per framework is the fastest
     configuration over every record the store holds (compare's answer), and the dropped one keeps its record."""
-    from harness.results.compare import fastest_configurations, load_records
+    from harness.results.compare import fastest_configurations
 
     store = tmp_path / "tune.db"
     code, out, err = harness_cli("tune", "quickstart", "--store", str(store), "--set", "size=[16, 256]",
@@ -192,3 +199,38 @@ def test_tune_on_the_cpu_picks_what_the_stores_records_say_and_keeps_every_proce
     assert {d["configuration"] for d in dropped} == {"torch size=16", "tensorflow size=16"}
     assert all(d["processes"] == 1 and d["reason"] for d in dropped)
     assert answer["between_frameworks"][0]["verdict"]
+
+
+def _fake_space(write_scenario) -> str:
+    return write_scenario({
+        "name": "space", "workload": "gemm", "params": {"size": 8},
+        "measure": {"warmup": 0, "steps": 2, "repeats": 2, "timeout_s": 120, "processes": 4},
+        "backends": ["fake"], "devices": ["cpu"], "sweep": {"size": [4, 192]},
+        "options": {"fake": {"action": "ok"}},
+    })
+
+
+def test_an_interrupted_tuning_session_resumes_from_its_records(tmp_path, fake_backend, write_scenario):
+    """Stopped after 3 processes, `--resume` (the scenario given again) runs only what the race still wants:
+    every configuration's processes are replicates 0..n-1 once each, and the answer is the one a whole
+    session gives."""
+    from tests.test_app import Recorder
+
+    scenario, db = _fake_space(write_scenario), str(tmp_path / "tune.db")
+    shaped = ("measure.repeats=2",)  # given again with --resume, as `tune` asks: shapes the configurations only
+    tuned = prepare_tune(SessionRequest(scenario_file=scenario, store_path=db, overrides=shaped), TuneSettings())
+    assert len(tuned.prepared.plan) == 2 and tuned.exhaustive_processes == 8  # one process each; 4 each planned
+    first, _ = run_tune(tuned, Recorder(stop_after=3))
+    assert first.state == "interrupted"
+    again = prepare_tune(SessionRequest(scenario_file=scenario, store_path=db, resume=first.session_id,
+                                        overrides=shaped), TuneSettings())
+    finished, answer = run_tune(again, Recorder())
+    assert finished.exit_code == 0
+    best = answer["frameworks"][0]
+    assert best["best"]["configuration"] == "fake size=192" and best["decided"]
+    assert [d["configuration"] for d in best["dropped"]] == ["fake size=4"]
+    replicates: dict = {}
+    for r in load_records(db):
+        replicates.setdefault(r.run_key, []).append(r.replicate)
+    assert sorted(sorted(v) == list(range(len(v))) for v in replicates.values()) == [True, True]
+    assert answer["cost"]["processes"] == sum(len(v) for v in replicates.values()) < 8

@@ -101,13 +101,13 @@ class RaceRounds:
         return out, excluded
 
     def standings(self, results: list[Result]) -> tuple[list[Standing], list[Candidate]]:
-        """The race over these records, round by round (a configuration's first k processes in round k), so a
-        drop made in an earlier round stands as it did when it was made."""
+        """The race over these records, round by round (a configuration's first k processes in round k), so the
+        drops stand as they were made (a verdict's, a failure's) and reasons keep the round they were given in."""
         candidates, dropped = self.candidates(results)
         most = max((len(c.values) for c in candidates), default=0)
         for k in range(1, most + 1):
-            for s in stand([replace(c, values=c.values[:k]) for c in candidates], self.rules, dropped):
-                dropped.update(s.dropped)
+            standings = stand([replace(c, values=c.values[:k]) for c in candidates], self.rules, dropped)
+            dropped = {name: why for s in standings for name, why in s.dropped.items()}
         return stand(candidates, self.rules, dropped), candidates
 
     def next_round(self, results: list[Result]) -> list[RunSpec]:

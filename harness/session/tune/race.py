@@ -45,6 +45,8 @@ from harness.timing import stats
 DEFAULT_PRIOR_CV = 0.10
 #: The smallest between-process spread a configuration measured several times is credited with.
 FLOOR_CV = 0.002
+#: How a reason for a drop by the plausible intervals starts (such a drop is judged again each round).
+OUT_OF_REACH = "out of reach"
 #: One-sided probability that a bound of a plausible interval is passed by the configuration's true median.
 DROP_ALPHA = 0.01
 
@@ -167,7 +169,10 @@ def stand(candidates: Sequence[Candidate], rules: RaceRules, dropped: Mapping[st
 
 def _stand_group(group: str, members: list[Candidate], rules: RaceRules, dropped: dict[str, str]) -> Standing:
     """One framework's standing (see `stand`)."""
-    dropped = {c.name: dropped[c.name] for c in members if c.name in dropped}
+    earlier = {c.name: dropped[c.name] for c in members if c.name in dropped}
+    # out of reach is judged afresh each round: a leader whose later processes fall brings back what its
+    # first (lucky) one put out of reach; a failure, a memory cap or compare's verdict stands
+    dropped = {name: why for name, why in earlier.items() if not why.startswith(OUT_OF_REACH)}
     alive = [c for c in members if c.name not in dropped]
     unmeasured = [c for c in alive if not c.values]
     measured = [c for c in alive if c.values]
@@ -180,10 +185,10 @@ def _stand_group(group: str, members: list[Candidate], rules: RaceRules, dropped
     for c in measured:
         if c is not leader and _out_of_reach(bounds[c.name], bounds[leader.name], rules):
             edge = "best" if rules.higher_is_better else "lowest"
-            dropped[c.name] = (f"out of reach after {len(c.values)} of its processes: its {edge} plausible value "
-                               f"{_fmt(bounds[c.name][1 if rules.higher_is_better else 0])} is over "
-                               f"{rules.min_effect:g}% behind {leader.name}'s worst plausible "
-                               f"{_fmt(bounds[leader.name][0 if rules.higher_is_better else 1])}")
+            dropped[c.name] = earlier.get(c.name) or (
+                f"{OUT_OF_REACH} after {len(c.values)} of its processes: its {edge} plausible value "
+                f"{_fmt(bounds[c.name][1 if rules.higher_is_better else 0])} is over {rules.min_effect:g}% behind "
+                f"{leader.name}'s worst plausible {_fmt(bounds[leader.name][0 if rules.higher_is_better else 1])}")
     pairs = []
     for c in measured:
         if c is leader or c.name in dropped:
@@ -230,8 +235,7 @@ def run_race(candidates: Sequence[Candidate], measure: Measure, rules: RaceRules
     rounds = processes = 0
     while True:
         standings = stand(list(pool.values()), rules, dropped)
-        for s in standings:
-            dropped.update(s.dropped)
+        dropped = {name: why for s in standings for name, why in s.dropped.items()}
         wanted = [name for s in standings for name in s.measure_next]
         reason = stop() if wanted else None
         if not wanted or reason:

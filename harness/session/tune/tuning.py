@@ -81,7 +81,9 @@ def prepare_tune(request: SessionRequest, settings: TuneSettings,
                          field="SCENARIO_FILE")
     max_device_memory = _device_memory(settings.max_device_memory)
     exhaustive = prepare_session(replace(request, resume=None))
-    racing = (replace(request, scenario_file=None) if request.resume else
+    # a resumed session runs its own stored plan: the scenario and its shaping flags gave only the configurations
+    racing = (replace(request, scenario_file=None, overrides=(), backends=(), devices=(), documents=())
+              if request.resume else
               replace(request, overrides=(*request.overrides, "measure.processes=1")))
     prepared = prepare_session(racing, observer)
     configurations = [replace(s, session_id=prepared.session_id, replicate=0)
