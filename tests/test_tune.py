@@ -179,12 +179,14 @@ def test_resume_needs_the_scenario(harness_cli):
 
 
 def test_tune_on_the_cpu_picks_what_the_stores_records_say_and_keeps_every_process(harness_cli, tmp_path):
-    """GEMM 256 against 16 in fp32, torch and TensorFlow: the race's pick per framework is the fastest
-    configuration over every record the store holds (compare's answer), and the dropped one keeps its record."""
+    """GEMM 512 against 4 in fp32, torch and TensorFlow (some 100 times apart in TFLOP/s, so that a loaded CPU,
+    where torch's GEMM 256 can fall under its GEMM 16, cannot swap them): the race's pick per framework is the
+    fastest configuration over every record the store holds (compare's answer), and the dropped one keeps its
+    record."""
     from harness.results.compare import fastest_configurations
 
     store = tmp_path / "tune.db"
-    code, out, err = harness_cli("tune", "quickstart", "--store", str(store), "--set", "size=[16, 256]",
+    code, out, err = harness_cli("tune", "quickstart", "--store", str(store), "--set", "size=[4, 512]",
                                  "--set", "measure.warmup=1", "--set", "measure.repeats=3", "--max-processes", "2",
                                  "--json", timeout=900)
     assert code == 0, err
@@ -192,11 +194,11 @@ def test_tune_on_the_cpu_picks_what_the_stores_records_say_and_keeps_every_proce
     records = load_records(str(store))
     assert answer["cost"]["processes"] == len(records) < answer["cost"]["exhaustive_processes"]
     picks = {f["framework"]: f["best"]["configuration"] for f in answer["frameworks"]}
-    assert picks == {"torch": "torch size=256", "tensorflow": "tensorflow size=256"}
+    assert picks == {"torch": "torch size=512", "tensorflow": "tensorflow size=512"}
     exhaustive = {row["backend"]: row["config"] for row in fastest_configurations(records)}
-    assert exhaustive == {"torch": {"size": 256}, "tensorflow": {"size": 256}}
+    assert exhaustive == {"torch": {"size": 512}, "tensorflow": {"size": 512}}
     dropped = [d for f in answer["frameworks"] for d in f["dropped"]]
-    assert {d["configuration"] for d in dropped} == {"torch size=16", "tensorflow size=16"}
+    assert {d["configuration"] for d in dropped} == {"torch size=4", "tensorflow size=4"}
     assert all(d["processes"] == 1 and d["reason"] for d in dropped)
     assert answer["between_frameworks"][0]["verdict"]
 

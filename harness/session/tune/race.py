@@ -4,7 +4,7 @@ F-race (Birattari et al. 2002) and successive halving (Jamieson & Talwalkar 2016
 once and spend the next measurements only on those still in contention. Here a candidate is a
 configuration, a measurement is one worker process (the unit every verdict of `compare` rests on), and a
 candidate is dropped when even its best plausible value is worse than the leader's worst plausible value
-by more than the minimum effect:
+by more than the minimum effect (and comes back if the leader's median later falls within that reach):
 
 - measured once, its plausible interval is its value +/- z(1 - drop_alpha) x the prior between-process
   CV (the store's history of its kind of configuration, else `DEFAULT_PRIOR_CV`);
@@ -170,8 +170,9 @@ def stand(candidates: Sequence[Candidate], rules: RaceRules, dropped: Mapping[st
 def _stand_group(group: str, members: list[Candidate], rules: RaceRules, dropped: dict[str, str]) -> Standing:
     """One framework's standing (see `stand`)."""
     earlier = {c.name: dropped[c.name] for c in members if c.name in dropped}
-    # out of reach is judged afresh each round: a leader whose later processes fall brings back what its
-    # first (lucky) one put out of reach; a failure, a memory cap or compare's verdict stands
+    # what was out of reach is judged again each round, against the leader's median (not its interval, which
+    # a second process can widen): a leader whose later processes fall brings back what its first (lucky)
+    # one put out of reach; a failure, a memory cap or compare's verdict stands
     dropped = {name: why for name, why in earlier.items() if not why.startswith(OUT_OF_REACH)}
     alive = [c for c in members if c.name not in dropped]
     unmeasured = [c for c in alive if not c.values]
@@ -182,8 +183,10 @@ def _stand_group(group: str, members: list[Candidate], rules: RaceRules, dropped
     bounds = {c.name: plausible(c.values, rules.prior_cv if c.prior_cv is None else c.prior_cv, rules)
               for c in measured}
     leader = _leader(measured, rules)
+    middle = stats.median(leader.values)
     for c in measured:
-        if c is not leader and _out_of_reach(bounds[c.name], bounds[leader.name], rules):
+        against = (middle, middle) if c.name in earlier else bounds[leader.name]
+        if c is not leader and _out_of_reach(bounds[c.name], against, rules):
             edge = "best" if rules.higher_is_better else "lowest"
             dropped[c.name] = earlier.get(c.name) or (
                 f"{OUT_OF_REACH} after {len(c.values)} of its processes: its {edge} plausible value "
