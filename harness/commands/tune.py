@@ -73,7 +73,8 @@ def answer_lines(answer: dict) -> list[str]:
 @click.option("--time-limit", default=None, metavar="DURATION",
               help="Start no process expected to end after this long; the answer then says what is undecided.")
 @click.option("--max-processes", type=int, default=None, metavar="N",
-              help="The most processes one configuration gets (default: the scenario's most, 10 under auto).")
+              help="The most processes one configuration gets (default: as many as `run` would plan for it, "
+                   "4 under processes: auto).")
 @click.option("--metric", default="median", show_default=True,
               help="The figure raced on: median (the headline), tflops, step_time_s, first_step_s, "
                    "peak_allocated_bytes, energy_j (where NVML gives power), ...")

@@ -26,14 +26,14 @@ from harness.session.request import SessionRequest
 from harness.session.tune.answer import race_answer
 from harness.session.tune.live import RaceRounds, history_priors
 from harness.session.tune.race import RaceRules
-from harness.timing.settings import process_bounds
 from harness.workloads import WORKLOADS
 
 
 @dataclass(frozen=True)
 class TuneSettings:
     """What `tune` adds to `run`'s request: the figure raced on, the most processes a configuration gets
-    (default: the scenario's own most), and the device memory a configuration may need (a size, e.g. 24GiB)."""
+    (default: as many as the exhaustive plan gives it), and the device memory a configuration may use (a size,
+    e.g. 24GiB)."""
 
     metric: str = "median"
     max_processes: int | None = None
@@ -88,7 +88,10 @@ def prepare_tune(request: SessionRequest, settings: TuneSettings,
     prepared = prepare_session(racing, observer)
     configurations = [replace(s, session_id=prepared.session_id, replicate=0)
                       for s in {s.run_key: s for s in exhaustive.plan}.values()]
-    limits = {s.run_key: settings.max_processes or process_bounds(s.measure)[1] for s in configurations}
+    planned: dict[str, int] = {}
+    for spec in exhaustive.plan:  # the processes the exhaustive plan gives each configuration (auto: its least)
+        planned[spec.run_key] = planned.get(spec.run_key, 0) + 1
+    limits = {s.run_key: settings.max_processes or planned[s.run_key] for s in configurations}
     unit = getattr(WORKLOADS.get(configurations[0].workload), "unit", None) if configurations else None
     rules = RaceRules(higher_is_better=higher_is_better(settings.metric, unit),
                       max_processes=max(limits.values(), default=1),
