@@ -26,6 +26,7 @@ COMMANDS = {
     "env": "Show python, the frameworks and plugins installed, CUDA driver, GPU and CPU details and the machine's load.",
     "results": "Print or export the stored results (json: an array of result records), list the sessions (--sessions), "
                "or --import some.",
+    "tune": "Tune SCENARIO_FILE: each framework's fastest configuration of its sweep, by racing over processes.",
     "compare": "Compare stored results: ratio to a baseline, its 95% CI, Mann-Whitney p-value and a verdict.",
     "report": "Write DIR/report.html (self-contained) and DIR/report.md with PNG plots beside it.",
     "results-page": "Regenerate the results page from the stores its manifest lists (commentary kept; --check: "
