@@ -84,9 +84,9 @@ class Journal:
         """The store's begin_session."""
         self.store.begin_session(session_id, plan, scenario_path=scenario_path, command=command, settings=settings)
 
-    def reopen_session(self, session_id: str) -> None:
+    def reopen_session(self, session_id: str, seen: dict | None = None) -> None:
         """The store's reopen_session."""
-        self.store.reopen_session(session_id)
+        self.store.reopen_session(session_id, seen)
 
     def end_session(self, session_id: str, state: str) -> None:
         """The store's end_session."""

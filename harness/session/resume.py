@@ -174,14 +174,14 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
         left, total = capacity_searches_left(entries, ok)
         groups = [(entry["capacity"], [RunSpec.from_dict({**entry, "run_id": new_id()})]) for entry in left]
         plan = [spec for _, specs in groups for spec in specs]
-        resumed = Resumed(len(plan), total, "capacity search(es)")
+        resumed = Resumed(len(plan), total, "capacity search(es)", seen={"owner": session.get("owner")})
     else:
         groups = []
         todo = remaining_runs(entries, ok)
         plan = [RunSpec.from_dict({**entry, "run_id": new_id()}) for entry, left in zip(entries, todo) if left]
         if request.timeout is not None and "timeout_s" not in settings:  # a session stored before settings were
             plan = [replace(spec, measure={**spec.measure, "timeout_s": float(request.timeout)}) for spec in plan]
-        resumed = Resumed(len(plan), len(entries), "run(s)")
+        resumed = Resumed(len(plan), len(entries), "run(s)", seen={"owner": session.get("owner")})
     rounds = None if capacity_mode else AdaptiveRounds.of(
         [RunSpec.from_dict(entry) for entry in entries], planned=len(entries),
         limit=settings.get("max_runs") or DEFAULT_MAX_RUNS)

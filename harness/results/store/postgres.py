@@ -96,6 +96,7 @@ class PostgresStore(SQLStore):
     ORDER = "seq"
     errors = (psycopg.Error,) if psycopg is not None else ()
     _BEGUN_EXTRA = {"heartbeat": "now()"}
+    _ROW_LOCK = " FOR UPDATE"
 
     @classmethod
     def exists(cls, location: StoreLocation | str) -> bool:

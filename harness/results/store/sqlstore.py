@@ -102,17 +102,38 @@ class SQLStore(StoreQueries):
             raise self._failed("cannot record the session, nothing was run", exc) from None
         self._running(session_id)
 
-    def reopen_session(self, session_id: str) -> None:
+    def reopen_session(self, session_id: str, seen: dict | None = None) -> None:
         """A resumed session runs again: `running`, owned by this process (StoreError if the store cannot take it,
-        or where the dialect can tell that another process still runs it)."""
+        where the dialect can tell that another process still runs it, or where `seen` is given and the session's
+        owner is no longer the one it names: another `--resume` claimed it after this one read it)."""
         owner = process_owner()
         try:
-            self._take_session(session_id, json.dumps(owner))
+            with self._transaction():  # read and claimed in one transaction: one claimant wins, the others see it
+                if seen is not None and "owner" in self._columns:
+                    self._check_unclaimed(session_id, seen.get("owner"))
+                self._take_session(session_id, json.dumps(owner))
         except self.errors as exc:
             raise self._failed(f"cannot resume session {session_id}, nothing was run", exc) from None
         if session_id in self._unsaved.sessions:
             self._unsaved.sessions[session_id].update(state="running", finished_at=None, owner=owner)
         self._running(session_id)
+
+    def _check_unclaimed(self, session_id: str, seen_owner: dict | None) -> None:
+        """StoreError (exit 2) naming the owner where the session's stored owner is no longer `seen_owner`."""
+        row = self._execute(f"SELECT owner, state FROM sessions WHERE session_id = ?{self._ROW_LOCK}",
+                            (session_id,)).fetchone()
+        if row is None:
+            return
+        try:
+            held = json.loads(row[0]) if row[0] else None
+        except ValueError:
+            held = None
+        if held == seen_owner:
+            return
+        who = f"pid {held.get('pid')} on {held.get('host')}" if isinstance(held, dict) else "another process"
+        raise StoreError(f"--resume {session_id}: session {session_id} was claimed by {who} (now {row[1]}) after this "
+                         "process read it; it runs what was left, so nothing was run here. Once it ends, resume "
+                         "again for whatever it left", source=self.path, field="--resume")
 
     def end_session(self, session_id: str, state: str) -> None:
         """Mark a session finished, interrupted or failed (StoreError if the store cannot take it)."""
@@ -168,6 +189,9 @@ class SQLStore(StoreQueries):
     # ------------------------------------------------------------------ what a dialect supplies
     #: columns a new session's row gets beside BEGUN_COLUMNS, as SQL expressions (a server's clock)
     _BEGUN_EXTRA: ClassVar[dict[str, str]] = {}
+    #: what a SELECT inside a transaction ends with to hold its row until the transaction ends (SQLite's
+    #: BEGIN IMMEDIATE holds the whole store already)
+    _ROW_LOCK: ClassVar[str] = ""
 
     def _side_file_base(self) -> str:
         """The path side files of this store are named after (`<it>.unsaved-...json`)."""
