@@ -72,8 +72,9 @@ def main() -> None:
            --device cuda:0 without a GPU), so nothing was measured
       75   run --time-limit reached: runs left unstarted (none cut short);
            the message gives the --resume command
-      130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: finished runs
-           are kept and the message gives the --resume command
+      130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM, 129 by SIGHUP (its
+           terminal closed): finished runs are kept and the message gives
+           the --resume command
     """
 
 

@@ -51,7 +51,7 @@ def _wait_for_marker(path, count, timeout=120):
     raise AssertionError(f"{path} never reached {count} lines")
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path, fake_backend, write_scenario, sig, code):
     path = _fake_scenario(write_scenario, tmp_path, 5, action="sleep", seconds=0.5)
     db = tmp_path / "i.db"

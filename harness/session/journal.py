@@ -28,6 +28,7 @@ from harness.results.record import Result
 from harness.results.store import Store
 from harness.results.store.schema import stored_record
 from harness.results.store.sidefiles import Unsaved
+from harness.session.interrupt import STOP_SIGNALS
 
 
 def _reopen(store: Store) -> Store:
@@ -204,7 +205,7 @@ def _signals_held():
     mask: in the main thread the handlers are swapped for ones that note the signal, and each noted signal
     is raised again once the session's handlers are back. Elsewhere (where Python allows no handler) the
     thread's mask holds them."""
-    held = (signal.SIGINT, signal.SIGTERM)
+    held = STOP_SIGNALS
     if threading.current_thread() is not threading.main_thread():  # no handler here: the thread's signal mask
         with _masked(held):
             yield
