@@ -145,6 +145,50 @@ def test_resumes_started_at_once_run_each_planned_run_once(tmp_path, fake_backen
     RELIABILITY["resumes at once, each planned run once"] += 1
 
 
+def _lock_free(path) -> bool:
+    import fcntl
+
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return True
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
+def test_a_worker_dies_with_its_parent_and_releases_the_host_timing_lock(tmp_path, fake_backend, write_scenario):
+    lock = os.environ["HARNESS_HOST_LOCK"]
+    path = _fake_scenario(write_scenario, tmp_path, 1, action="slow_steps", seconds=5)  # 15 s in the lock
+    parent = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(tmp_path / "k.db"), "-q"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_marker(tmp_path / "s.marker", 1)
+        worker = int((tmp_path / "s.marker").read_text().split()[0])
+        deadline = time.monotonic() + 60
+        while _lock_free(lock) and time.monotonic() < deadline:  # the worker is in its timed steps
+            time.sleep(0.05)
+        assert not _lock_free(lock)
+    finally:
+        parent.kill()  # SIGKILL: no handler of the parent's runs
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while not _pid_gone(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # before: the worker ran on (17 s in the hostile pass), holding the lock every other session waits for
+    assert _pid_gone(worker) and _lock_free(lock)
+    RELIABILITY["workers ended with their killed parent"] += 1
+
+
 def test_two_concurrent_sessions_of_20_runs_leave_40_rows(tmp_path, fake_backend, write_scenario):
     db = tmp_path / "c.db"
     paths = [_fake_scenario(write_scenario, tmp_path, 20, name=f"c{i}") for i in range(2)]
