@@ -164,3 +164,12 @@ def test_markdown_table_escapes_pipes_and_keeps_every_column():
     assert lines[0] == "| a | b | c |"
     assert lines[2] == "| x\\|y | - | - |"
     assert lines[3] == "| z | - | 1 |"
+
+
+def test_a_name_with_dollar_signs_is_drawn_as_text_not_parsed_as_mathtext(tmp_path):
+    # `cost $\undefinedcmd{x}$` passed validate and then broke the report: matplotlib parsed it as a formula
+    name = r"cost $\undefinedcmd{x}$"
+    records = [dict(r, scenario=name if i % 2 else "plain") for i, r in enumerate(resnet_records() + gemm_records())]
+    out, html, markdown = report(tmp_path, records)
+    assert embedded_pngs(html) and all(png.startswith(PNG_MAGIC) for png in embedded_pngs(html))
+    assert all(data.startswith(PNG_MAGIC) for data in linked_pngs(out, markdown).values())

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.present.report.canvas import plain_text
 from harness.present.report.page import Plot, render_html, render_markdown
 from harness.present.report.sections import build_sections
 from harness.present.report.shaping import device_label, versions
@@ -29,7 +30,8 @@ def _overview(records: list[Result]) -> list[str]:
 def write_report(records, output_dir: str | Path = "reports", sessions: list[dict] | None = None) -> dict[str, Path]:
     """Write report.html, report.md and the plots' PNG files into output_dir; the paths written."""
     records = as_results(records)
-    sections = build_sections(records, sessions)
+    with plain_text():  # names are drawn as written, `$` included
+        sections = build_sections(records, sessions)
     overview = _overview(records)
     folder = Path(output_dir)
     try:
