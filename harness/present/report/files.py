@@ -42,12 +42,23 @@ def write_report(records, output_dir: str | Path = "reports", sessions: list[dic
     for section in sections:
         for part in section.parts:
             if isinstance(part, Plot):
-                path = folder / f"{part.slug}.png"
-                path.write_bytes(part.png)
-                written[part.slug] = path
-    written["html"] = folder / "report.html"
-    written["html"].write_text(render_html(sections, overview), encoding="utf-8")
-    written["markdown"] = folder / "report.md"
-    written["markdown"].write_text(render_markdown(sections, overview), encoding="utf-8")
+                written[part.slug] = _write(folder / f"{part.slug}.png", part.png)
+    written["html"] = _write(folder / "report.html", render_html(sections, overview).encode("utf-8"))
+    written["markdown"] = _write(folder / "report.md", render_markdown(sections, overview).encode("utf-8"))
     return written
+
+
+def _write(path: Path, data: bytes) -> Path:
+    """`data` written to `path`; an OSError (a full disk, no permission) said in one line (InputError, naming the
+    file), the file cut short removed: a 0-byte PNG was left beside a traceback."""
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        raise InputError(f"--output {path.parent}: cannot write {path.name}: {exc.strerror or exc}; the report is "
+                         "incomplete", field="--output") from None
+    return path
 
