@@ -103,37 +103,18 @@ class SQLStore(StoreQueries):
         self._running(session_id)
 
     def reopen_session(self, session_id: str, seen: dict | None = None) -> None:
-        """A resumed session runs again: `running`, owned by this process (StoreError if the store cannot take it,
-        where the dialect can tell that another process still runs it, or where `seen` is given and the session's
-        owner is no longer the one it names: another `--resume` claimed it after this one read it)."""
+        """A resumed session `running` again, owned by this process; StoreError if the store cannot take it, the dialect
+        sees another process run it, or its owner is no longer `seen`'s (another `--resume` claimed it since)."""
         owner = process_owner()
         try:
             with self._transaction():  # read and claimed in one transaction: one claimant wins, the others see it
-                if seen is not None and "owner" in self._columns:
-                    self._check_unclaimed(session_id, seen.get("owner"))
+                _refuse_if_claimed(self, session_id, seen)
                 self._take_session(session_id, json.dumps(owner))
         except self.errors as exc:
             raise self._failed(f"cannot resume session {session_id}, nothing was run", exc) from None
         if session_id in self._unsaved.sessions:
             self._unsaved.sessions[session_id].update(state="running", finished_at=None, owner=owner)
         self._running(session_id)
-
-    def _check_unclaimed(self, session_id: str, seen_owner: dict | None) -> None:
-        """StoreError (exit 2) naming the owner where the session's stored owner is no longer `seen_owner`."""
-        row = self._execute(f"SELECT owner, state FROM sessions WHERE session_id = ?{self._ROW_LOCK}",
-                            (session_id,)).fetchone()
-        if row is None:
-            return
-        try:
-            held = json.loads(row[0]) if row[0] else None
-        except ValueError:
-            held = None
-        if held == seen_owner:
-            return
-        who = f"pid {held.get('pid')} on {held.get('host')}" if isinstance(held, dict) else "another process"
-        raise StoreError(f"--resume {session_id}: session {session_id} was claimed by {who} (now {row[1]}) after this "
-                         "process read it; it runs what was left, so nothing was run here. Once it ends, resume "
-                         "again for whatever it left", source=self.path, field="--resume")
 
     def end_session(self, session_id: str, state: str) -> None:
         """Mark a session finished, interrupted or failed (StoreError if the store cannot take it)."""
@@ -189,9 +170,7 @@ class SQLStore(StoreQueries):
     # ------------------------------------------------------------------ what a dialect supplies
     #: columns a new session's row gets beside BEGUN_COLUMNS, as SQL expressions (a server's clock)
     _BEGUN_EXTRA: ClassVar[dict[str, str]] = {}
-    #: what a SELECT inside a transaction ends with to hold its row until the transaction ends (SQLite's
-    #: BEGIN IMMEDIATE holds the whole store already)
-    _ROW_LOCK: ClassVar[str] = ""
+    _ROW_LOCK: ClassVar[str] = ""  # ends a SELECT that holds its row (SQLite's BEGIN IMMEDIATE holds all)
 
     def _side_file_base(self) -> str:
         """The path side files of this store are named after (`<it>.unsaved-...json`)."""
@@ -256,6 +235,28 @@ class SQLStore(StoreQueries):
 
     def _ended(self, session_id: str) -> None:
         """Before a session is marked ended."""
+
+
+def _refuse_if_claimed(store: SQLStore, session_id: str, seen: dict | None) -> None:
+    """StoreError (exit 2) naming the owner where `seen` (the session as read) is given and the stored owner is no
+    longer its owner: another process claimed it after this one read it (run inside the claim's transaction)."""
+    if seen is None or "owner" not in store._columns:
+        return
+    seen_owner = seen.get("owner")
+    row = store._execute(f"SELECT owner, state FROM sessions WHERE session_id = ?{store._ROW_LOCK}",
+                         (session_id,)).fetchone()
+    if row is None:
+        return
+    try:
+        held = json.loads(row[0]) if row[0] else None
+    except ValueError:
+        held = None
+    if held == seen_owner:
+        return
+    who = f"pid {held.get('pid')} on {held.get('host')}" if isinstance(held, dict) else "another process"
+    raise StoreError(f"--resume {session_id}: session {session_id} was claimed by {who} (now {row[1]}) after this "
+                     "process read it; it runs what was left, so nothing was run here. Once it ends, resume "
+                     "again for whatever it left", source=store.path, field="--resume")
 
 
 def _owner_alive(owner: str | None) -> bool | None:
