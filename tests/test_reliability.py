@@ -167,15 +167,16 @@ def _pid_gone(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
 def test_a_worker_dies_with_its_parent_and_releases_the_host_timing_lock(tmp_path, fake_backend, write_scenario):
-    lock = os.environ["HARNESS_HOST_LOCK"]
+    lock = str(tmp_path / "timing.lock")  # its own: another test's worker may hold the suite's
     path = _fake_scenario(write_scenario, tmp_path, 1, action="slow_steps", seconds=5)  # 15 s in the lock
     parent = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(tmp_path / "k.db"), "-q"],
-                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "HARNESS_HOST_LOCK": lock})
     try:
         _wait_for_marker(tmp_path / "s.marker", 1)
         worker = int((tmp_path / "s.marker").read_text().split()[0])
         deadline = time.monotonic() + 60
-        while _lock_free(lock) and time.monotonic() < deadline:  # the worker is in its timed steps
+        while (not os.path.exists(lock) or _lock_free(lock)) and time.monotonic() < deadline:  # in its timed steps
             time.sleep(0.05)
         assert not _lock_free(lock)
     finally:
