@@ -81,8 +81,9 @@ def main() -> None:
            --device cuda:0 without a GPU), so nothing was measured
       75   run --time-limit reached: runs left unstarted (none cut short);
            the message gives the --resume command
-      130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: finished runs
-           are kept and the message gives the --resume command
+      130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM, 129 by SIGHUP (its
+           terminal closed): finished runs are kept and the message gives
+           the --resume command
     """
 
 
@@ -102,6 +103,11 @@ def run() -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
+    failed = getattr(sys.stdout, "write_error", None)
+    if failed is not None:  # `> /dev/full`: the output asked for is incomplete, which is a failure, said in a line
+        print(f"error: standard output could not be written ({failed.strerror}): what it holds is incomplete",
+              file=sys.stderr)
+        code = code or 1
     # the command is done and its results are stored: a Ctrl-C now must not turn its exit code into a
     # KeyboardInterrupt raised somewhere in interpreter teardown
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -119,6 +119,9 @@ class FakeBackend(Backend):
         batch = getattr(params, "batch_size", 0)
         if action == "oom_above" and batch > int(options["limit"]):  # a device with a memory limit
             raise MemoryError(f"batch {batch} does not fit")
+        if action == "slow_steps":  # every step sleeps: the run holds the host's timing lock that long
+            return Prepared(step=lambda: time.sleep(options["seconds"]), api={"precision": "sleep"},
+                            checks=lambda: {"correct": True})
         size = 64
         a = np.ones((size, size), dtype=np.float32)
         api = {"precision": "numpy.matmul", **({"cache_entry_found": found, "cache": cache} if cache else {})}

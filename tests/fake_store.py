@@ -59,7 +59,7 @@ class JsonFileStore:
             "settings": settings.to_dict() if settings is not None else {}, "owner": process_owner()})
         self._save()
 
-    def reopen_session(self, session_id: str) -> None:
+    def reopen_session(self, session_id: str, seen: dict | None = None) -> None:
         self._doc["sessions"][session_id].update(state="running", finished_at=None, owner=process_owner())
         self._save()
 

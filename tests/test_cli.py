@@ -256,7 +256,7 @@ def _invoke(*args):
     return result
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1", "604801", "1e400"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1", "604801", "1e400", "1e-320", "0.001", "0.999"])
 def test_timeout_must_be_finite_and_positive(tmp_path, fake_backend, write_scenario, value):
     db = tmp_path / "t.db"
     result = _invoke("run", _fake(write_scenario, tmp_path), "--store", str(db), f"--timeout={value}")

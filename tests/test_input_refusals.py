@@ -200,6 +200,58 @@ def test_an_empty_store_path_is_refused_and_nothing_is_written(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.yaml"]  # no harness.db written in its stead
 
 
+@pytest.mark.parametrize("override, said", [
+    ('name="\\u200b\\u200b"', "'\\u200b'"), ('name="a\\u2028b"', "'\\u2028'"), ('name="a\\u2029b"', "'\\u2029'"),
+    ('name="gemm\\u200f"', "'\\u200f'"), ('name="\\ufeffgemm"', "'\\ufeff'"),
+    ("params.size=0100", "'0100' is a YAML 1.1 number (64)"), ("params.size=1:04", "'1:04' is a YAML 1.1 number (64)"),
+])
+def test_invisible_name_characters_and_yaml_1_1_numbers_are_refused_through_set(tmp_path, override, said):
+    path = tmp_path / "good.yaml"
+    path.write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    _one_line_refusal(CliRunner().invoke(main, ["validate", str(path), "--set", override]), said)
+
+
+def test_an_empty_report_folder_or_session_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
+    from harness.results.store import open_store
+
+    monkeypatch.chdir(tmp_path)
+    with open_store(tmp_path / "s.db") as store:
+        store.begin_session("s1", [], scenario_path=None, command="c")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    _one_line_refusal(CliRunner().invoke(main, ["report", "--store", "s.db", "-o", ""]), "--output", "empty path")
+    for args in (["results", "--session", ""], ["report", "--session", " "], ["compare", "--by", "backend",
+                                                                             "--session", ""]):
+        _one_line_refusal(CliRunner().invoke(main, [*args, "--store", "s.db"]), "--session", "empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no report written into the working folder
+
+
+def test_csv_exports_give_formula_text_a_leading_quote_and_keep_numbers_numbers(tmp_path):
+    import csv
+    import io
+
+    from harness.results.record import Result
+    from harness.results.store import open_store
+
+    names = ["=HYPERLINK(\"http://example.invalid\",\"x\")", "=cmd|' /C calc'!A0", "+1", "-2", "@SUM(A1)", "plain"]
+    with open_store(tmp_path / "s.db") as store:
+        store.begin_session("s1", [], scenario_path=None, command="c")
+        for i, name in enumerate(names):
+            store.add(Result(run_id=f"r{i}", session_id="s1", run_key=f"k{i}", scenario=name, workload="gemm",
+                             backend="torch", device="cpu", status="ok", metric="tflops", median=-1.5 - i,
+                             samples=[1.0], started_at=f"2026-12-01T00:00:0{i}"))
+    result = CliRunner().invoke(main, ["results", "--store", str(tmp_path / "s.db"), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.output)))
+    assert [r["scenario"] for r in rows] == ["'" + n for n in names[:-1]] + ["plain"]
+    assert [float(r["median"]) for r in rows] == [-1.5 - i for i in range(len(names))]  # numbers, no quote
+    sessions = CliRunner().invoke(main, ["results", "--store", str(tmp_path / "s.db"), "--sessions", "--format", "csv"])
+    assert sessions.exit_code == 0 and "=" not in sessions.output.replace("'=", ""), sessions.output
+    compared = CliRunner().invoke(main, ["compare", "--store", str(tmp_path / "s.db"), "--by", "scenario",
+                                         "--format", "csv"])
+    assert compared.exit_code in (0, 1) and not any(line.startswith(("=", "+", "@")) or ",=" in line
+                                                    for line in compared.output.splitlines()), compared.output
+
+
 @pytest.mark.parametrize("output, said", [("nodir/x.csv", "does not exist"), ("adir", "is a folder"), ("", "empty")])
 def test_results_output_that_cannot_be_a_file_is_refused(tmp_path, output, said):
     db = tmp_path / "s.db"

@@ -192,3 +192,48 @@ def test_a_warm_up_overrun_reaches_the_records_warnings(monkeypatch):
     ctx = RunContext()
     figures(GEMM, params, TimedRun(timing, 1.0, {}, {}, {}, None), "cpu", None, {}, ctx)
     assert not any("warm-up took" in w for w in ctx.warnings)
+
+
+class StepClock:
+    """Virtual time: each step takes `step_s`, except the ones `slow` names (their index among every step run,
+    the first step 0), which take `slow_s`."""
+
+    def __init__(self, step_s, slow=(), slow_s=0.0):
+        self.now, self.calls, self.step_s, self.slow, self.slow_s = 0.0, 0, step_s, set(slow), slow_s
+
+    def step(self):
+        self.now += self.slow_s if self.calls in self.slow else self.step_s
+        self.calls += 1
+
+    def sync(self):
+        pass
+
+    def start(self):
+        return self.now
+
+    def stop(self, token):
+        return BlockTime(self.now - token)
+
+
+@pytest.mark.parametrize("slow", [{1}, {2}, {1, 2}])
+def test_one_slow_calibration_call_does_not_decide_the_block_length(slow):
+    # a 0.2 ms GEMM step on a loaded machine once timed 23.5 ms alone: 10 steps a block, blocks of 2 ms for 0.2 s
+    clock = StepClock(0.0002, slow=slow, slow_s=0.0235)  # call 0 is the first step, then calibration (warmup 0)
+    timing = run_timed(clock.step, clock, {"warmup": 0, "steps": "auto", "repeats": 5, "min_block_s": 0.2})
+    assert len(timing.blocks) == 5 and all(b.wall_s >= 0.2 for b in timing.blocks), timing.wall_s
+    chosen = timing.fields()["steps_chosen"]
+    assert chosen["steps"] == timing.steps_per_block >= 1000
+    assert len(chosen["calibration_runs_s"]) >= 2  # the rule is recorded: the runs whose median decided
+    if slow == {1, 2}:  # two slow calls of three fool the median: the first block is re-checked and the steps raised
+        assert chosen["raised"][0]["from"] < chosen["raised"][0]["to"] == timing.steps_per_block
+
+
+def test_a_block_that_falls_short_of_min_block_s_raises_the_steps_and_is_dropped():
+    clock = StepClock(0.001)
+    timing = run_timed(clock.step, clock, {"warmup": 0, "steps": "auto", "repeats": 3, "min_block_s": 0.2})
+    assert "raised" not in timing.calibration and timing.steps_per_block == 220
+    slow_then_fast = StepClock(0.0001, slow=set(range(1, 4)), slow_s=0.05)  # calibration all slow, then fast
+    timing = run_timed(slow_then_fast.step, slow_then_fast, {"warmup": 0, "steps": "auto", "repeats": 3,
+                                                             "min_block_s": 0.2})
+    assert all(b.wall_s >= 0.2 for b in timing.blocks) and len(timing.blocks) == 3, timing.wall_s
+    assert [r["from"] for r in timing.calibration["raised"]] == [5]

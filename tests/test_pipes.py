@@ -42,3 +42,17 @@ def test_a_regression_still_exits_1_through_a_closed_pipe(tmp_path):
                              "--fail-if-slower", 5)
     assert code == 1, err
     assert "Traceback" not in err
+
+
+def test_a_full_standard_output_is_one_line_and_exit_1_not_a_traceback(tmp_path):
+    path = _two_sessions(tmp_path, 0.0)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins" / "harness-jax")])}
+    for args in (("compare", "--store", path, "--by", "session_id"), ("results", "--store", path),
+                 ("results", "--store", path, "--format", "json")):
+        with open("/dev/full", "w") as full:  # every write: ENOSPC
+            proc = subprocess.run([sys.executable, "-m", "harness", *map(str, args)], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, timeout=120)
+        # before: an OSError [Errno 28] traceback from click.echo
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.strip().splitlines() == [
+            "error: standard output could not be written (No space left on device): what it holds is incomplete"]

@@ -52,7 +52,7 @@ def _wait_for_marker(path, count, timeout=120):
     raise AssertionError(f"{path} never reached {count} lines")
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path, fake_backend, write_scenario, sig, code):
     path = _fake_scenario(write_scenario, tmp_path, 5, action="sleep", seconds=0.5)
     db = tmp_path / "i.db"
@@ -86,6 +86,109 @@ def test_an_interrupt_keeps_finished_rows_and_resume_completes_the_rest(tmp_path
     assert len({r["run_key"] for r in rows}) == 5  # each planned run once: nothing redone, nothing missing
     assert {r["session_id"] for r in rows} == {session.session_id}
     RELIABILITY["interrupted sessions resumed"] += 1
+
+
+def _session_with_runs_left(tmp_path, write_scenario, runs, kept, **options):
+    """A finished session of `runs` fake runs whose store then lost all but `kept` of its rows: (store, session id)."""
+    db = tmp_path / "r.db"
+    done = CliRunner().invoke(main, ["run", _fake_scenario(write_scenario, tmp_path, runs, **options), "--store",
+                                     str(db), "-q"])
+    assert done.exit_code == 0, done.output
+    with sqlite3.connect(db) as raw:
+        session_id = raw.execute("SELECT session_id FROM sessions").fetchone()[0]
+        raw.execute("DELETE FROM results WHERE rowid NOT IN (SELECT rowid FROM results ORDER BY rowid LIMIT ?)",
+                    (kept,))
+    return db, session_id
+
+
+def test_a_session_claimed_by_another_resume_after_it_was_read_is_refused_naming_the_owner(
+        tmp_path, fake_backend, write_scenario):
+    from harness.errors import StoreError
+    from harness.results.store.liveness import process_owner
+    from harness.session.app import SessionRequest, prepare_session, run_session
+
+    db, session_id = _session_with_runs_left(tmp_path, write_scenario, 3, 1)
+    late = prepare_session(SessionRequest(resume=session_id, store_path=str(db)))  # read: 2 of 3 runs left
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with open_store(db) as store:  # another `--resume` claims it between this one's read and its claim
+            store.reopen_session(session_id)
+            store._execute("UPDATE sessions SET owner = ? WHERE session_id = ?",
+                           (json.dumps(process_owner(other.pid)), session_id))
+        with pytest.raises(StoreError) as refused:
+            run_session(late)
+    finally:
+        other.kill()
+        other.wait()
+    assert f"claimed by pid {other.pid}" in str(refused.value) and refused.value.field == "--resume"
+    with open_store(db, readonly=True) as store:
+        assert len(store.records()) == 1  # nothing run twice, nothing run at all
+        assert store.session(session_id)["owner"]["pid"] == other.pid
+
+
+def test_resumes_started_at_once_run_each_planned_run_once(tmp_path, fake_backend, write_scenario):
+    db, session_id = _session_with_runs_left(tmp_path, write_scenario, 4, 1, action="sleep", seconds=0.3)
+    resumes = [subprocess.Popen([sys.executable, "-m", "harness", "run", "--resume", session_id, "--store", str(db),
+                                 "-q"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(3)]
+    ended = [(p.wait(timeout=180), p.stderr.read()) for p in resumes]
+    for p in resumes:
+        p.stdout.close()
+        p.stderr.close()
+    assert {code for code, _ in ended} <= {0, 2} and 0 in {code for code, _ in ended}, ended
+    for code, err in ended:
+        if code == 2:
+            assert "Traceback" not in err and re.search(r"(claimed by|still running \()pid \d+", err), err
+    with open_store(db, readonly=True) as store:
+        rows = [r for r in store.records() if r["status"] == "ok"]
+    # before: each resume read "3 of 4 left" and ran them: up to 10 ok rows for 4 planned runs
+    assert len(rows) == 4 and len({r["run_key"] for r in rows}) == 4, [r["run_key"] for r in rows]
+    RELIABILITY["resumes at once, each planned run once"] += 1
+
+
+def _lock_free(path) -> bool:
+    import fcntl
+
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return True
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
+def test_a_worker_dies_with_its_parent_and_releases_the_host_timing_lock(tmp_path, fake_backend, write_scenario):
+    lock = str(tmp_path / "timing.lock")  # its own: another test's worker may hold the suite's
+    path = _fake_scenario(write_scenario, tmp_path, 1, action="slow_steps", seconds=5)  # 15 s in the lock
+    parent = subprocess.Popen([sys.executable, "-m", "harness", "run", path, "--store", str(tmp_path / "k.db"), "-q"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "HARNESS_HOST_LOCK": lock})
+    try:
+        _wait_for_marker(tmp_path / "s.marker", 1)
+        worker = int((tmp_path / "s.marker").read_text().split()[0])
+        deadline = time.monotonic() + 60
+        while (not os.path.exists(lock) or _lock_free(lock)) and time.monotonic() < deadline:  # in its timed steps
+            time.sleep(0.05)
+        assert not _lock_free(lock)
+    finally:
+        parent.kill()  # SIGKILL: no handler of the parent's runs
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while not _pid_gone(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # before: the worker ran on (17 s in the hostile pass), holding the lock every other session waits for
+    assert _pid_gone(worker) and _lock_free(lock)
+    RELIABILITY["workers ended with their killed parent"] += 1
 
 
 def test_two_concurrent_sessions_of_20_runs_leave_40_rows(tmp_path, fake_backend, write_scenario):

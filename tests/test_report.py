@@ -164,3 +164,33 @@ def test_markdown_table_escapes_pipes_and_keeps_every_column():
     assert lines[0] == "| a | b | c |"
     assert lines[2] == "| x\\|y | - | - |"
     assert lines[3] == "| z | - | 1 |"
+
+
+def test_a_name_with_dollar_signs_is_drawn_as_text_not_parsed_as_mathtext(tmp_path):
+    # `cost $\undefinedcmd{x}$` passed validate and then broke the report: matplotlib parsed it as a formula
+    name = r"cost $\undefinedcmd{x}$"
+    records = [dict(r, scenario=name if i % 2 else "plain") for i, r in enumerate(resnet_records() + gemm_records())]
+    out, html, markdown = report(tmp_path, records)
+    assert embedded_pngs(html) and all(png.startswith(PNG_MAGIC) for png in embedded_pngs(html))
+    assert all(data.startswith(PNG_MAGIC) for data in linked_pngs(out, markdown).values())
+
+
+def test_a_report_folder_on_a_full_disk_is_one_line_and_leaves_no_empty_png(tmp_path, monkeypatch):
+    import errno
+
+    path = store_records(tmp_path / "h.db", gemm_records())
+    real = Path.write_bytes
+
+    def full(self, data):
+        if self.suffix == ".png":  # the file is made, then the disk has no room for its bytes
+            real(self, b"")
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    result = CliRunner().invoke(main, ["report", "--store", path, "--output", str(tmp_path / "out")])
+    # before: an OSError traceback and a 0-byte PNG
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.startswith("error: --output ") and "No space left on device" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert list((tmp_path / "out").iterdir()) == []

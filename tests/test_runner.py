@@ -206,3 +206,37 @@ def test_the_store_keeps_every_committed_row_after_the_session_is_killed(tmp_pat
     assert session.state == "abandoned"  # never left `running` by a process that has ended
     assert 3 <= len(rows) < 6
     assert all(r["status"] == "ok" and r["samples"] for r in rows)
+
+
+def _tmpdir_full(monkeypatch):
+    """shutil.disk_usage saying a run's folder (harness-run-*) has no byte free, as a full TMPDIR would."""
+    real = shutil.disk_usage
+
+    def usage(path):
+        return real(path)._replace(free=0) if "harness-run-" in str(path) else real(path)
+
+    monkeypatch.setattr(shutil, "disk_usage", usage)
+
+
+def test_a_worker_that_dies_on_a_full_tmpdir_is_said_to_have_met_a_full_disk(runner, monkeypatch):
+    _tmpdir_full(monkeypatch)
+    record = runner.execute(spec("exit"))
+    # before: "worker exited with code 3 before writing a result", and nothing of the disk
+    assert record.status == "failed" and "worker exited with code 3" in record.error
+    assert "is full (0 bytes free): point TMPDIR at a folder with space" in record.error
+    RELIABILITY["full TMPDIR said as such"] += 1
+
+
+def test_a_run_whose_spec_cannot_be_written_is_a_failed_record_not_a_traceback(runner, monkeypatch):
+    import errno
+
+    from harness.session import runner as runner_module
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    _tmpdir_full(monkeypatch)
+    monkeypatch.setattr(runner_module, "write_json_atomic", full)
+    outcome = runner.run([spec("ok"), spec("ok")])  # before: OSError 28 from runner.py, the session ended
+    assert [r.status for r in outcome.records] == ["failed", "failed"]
+    assert all("is full (0 bytes free)" in r.error for r in outcome.records)

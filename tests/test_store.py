@@ -266,6 +266,29 @@ def test_a_damaged_store_is_refused_untouched_and_what_it_still_holds_is_salvage
     assert db.read_bytes() == before
 
 
+def test_a_log_left_beside_a_deleted_store_is_moved_aside_never_replayed_into_the_new_one(tmp_path, capsys):
+    # as after `kill -9` of a session then `rm h.db`: the -wal and -shm stay, holding frames of the old store
+    db = tmp_path / "h.db"
+    with open_store(db) as store:
+        store.begin_session("old", [], scenario_path=None, command="c")
+        for i in range(40):
+            store.add(Result(run_id=f"old{i}", session_id="old", run_key=f"k{i}", status="ok", env={"pad": "e" * 3000}))
+        left = {suffix: (tmp_path / f"h.db{suffix}").read_bytes() for suffix in ("-wal", "-shm")}
+    assert len(left["-wal"]) > 4096  # frames, not only a header
+    db.unlink()
+    for suffix, data in left.items():
+        (tmp_path / f"h.db{suffix}").write_bytes(data)
+    with open_store(db) as store:  # before: "store h.db is damaged (PRAGMA quick_check: Page N is never used)"
+        store.add(_result(1, "new"))
+    said = capsys.readouterr().err
+    aside = sorted(p.name for p in tmp_path.glob("h.db-*.orphaned-*"))
+    assert [name.split(".orphaned-")[0] for name in aside] == ["h.db-shm", "h.db-wal"]
+    assert all(name in said for name in aside) and said.count("\n") == 1
+    assert (tmp_path / aside[1]).read_bytes() == left["-wal"]  # kept as it was, for whoever wants it
+    with open_store(db, readonly=True) as store:
+        assert [r.run_id for r in store.results()] == ["r1"]
+
+
 def test_a_file_that_is_not_a_store_is_refused_in_words(tmp_path):
     (tmp_path / "text.db").write_bytes(b"not a database" * 400)
     with pytest.raises(StoreError) as refused:

@@ -146,6 +146,55 @@ def test_a_location_is_parsed_once_its_scheme_in_any_case_its_password_never_sho
         parse_location("sqlite:///tmp/x.db")
 
 
+NOT_STORES = [  # (a --store value, a word its refusal says); each would have been taken for a path, or echoed
+    (":memory:", "in-memory"), ("file:app.db", "SQLite URI"), ("FILE:app.db?mode=rwc", "SQLite URI"),
+    ("host=127.0.0.1 password=SECRET1 dbname=harness", "keyword string"),
+    ("dbname=harness password='SECRET2 x'", "keyword string"), ("postgresql:SECRET0@h/db", "without `//`"),
+    ("postgresql://u:SECRET3%zz@127.0.0.1/db", "two hex digits"),
+    ("POSTGRESQL://u:SECRET4%zz@127.0.0.1/db", "two hex digits"),
+    ("postgresql://u:SEC@RET5@127.0.0.1:1/db", "raw '@'"),
+]
+
+
+@pytest.mark.parametrize("value, said", NOT_STORES)
+def test_what_is_neither_a_path_nor_a_url_is_refused_as_a_store_without_its_password(tmp_path, monkeypatch,
+                                                                                        value, said):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from tests.test_input_refusals import GOOD, _one_line_refusal
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.db").write_bytes(b"")  # another program's file, which `file:app.db` would have written into
+    scenario = tmp_path / "good.yaml"
+    scenario.write_text(json.dumps(GOOD), encoding="utf-8")
+    for args in (["run", str(scenario)], ["results"], ["report"], ["compare", "--by", "backend"]):
+        result = CliRunner().invoke(main, [*args, "--store", value])
+        _one_line_refusal(result, "--store", said)
+        assert "SECRET" not in result.output and "RET5" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "good.yaml"]
+    assert (tmp_path / "app.db").read_bytes() == b""
+
+
+def test_a_drivers_message_quoting_the_url_is_scrubbed_of_the_password_in_every_spelling():
+    from psycopg import conninfo
+
+    from harness.results.store import postgres
+
+    location = parse_location("postgresql://u:p%41ss%2Fw@127.0.0.1/db?password=Q%2Fz")
+    assert location.display == "postgresql://u@127.0.0.1/db"
+    for quoted in ('invalid token: "p%41ss%2Fw"', "password pAss/w was refused", "Q/z", "Q%2Fz"):
+        assert postgres._scrub(quoted, location).count("***") == 1, quoted
+    # libpq itself quotes the password where it cannot parse it (an invalid %-escape, refused first above)
+    raw = "postgresql://u:SECRET3%zz@127.0.0.1/db"
+    with pytest.raises(Exception) as libpq:
+        conninfo.conninfo_to_dict(raw)
+    assert "SECRET3" in str(libpq.value)
+    loose = parse_location("postgresql://u:SECRET/6@127.0.0.1/db")  # a `/` cuts libpq's parse in the password
+    assert "SECRET/6" not in loose.scrub("failed to resolve host 'u:SECRET/6@127.0.0.1'")
+    assert "SECRET" not in loose.display
+
+
 # --------------------------------------------------------------------------- the protocol
 @pytest.mark.parametrize("implementation", [SQLiteStore, PostgresStore, JsonFileStore, Journal])
 def test_every_store_implements_every_method_of_the_protocol_with_its_signature(implementation):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from harness.errors import InputError
 from harness.present.report import write_report
 from harness.results.compare import load_records
 from harness.results.sessions import UnfinishedSession
@@ -19,6 +20,9 @@ from harness.session.resume import settled_results, work_left
 def command(store_path, sessions, output) -> None:
     """Write DIR/report.html (self-contained) and DIR/report.md with PNG plots beside it."""
 
+    if not output.strip():  # an empty path is the working folder to the OS: the report would land there unasked
+        raise InputError(f"--output {output!r}: expected the folder to write the report into, got an empty path",
+                         field="--output")
     records = load_records(store_path, sessions)
     written = write_report(records, output, sessions=unfinished_sessions(store_path, records))
     plots = [p for k, p in written.items() if k not in ("html", "markdown")]

@@ -15,6 +15,7 @@ from harness.errors import InputError
 from harness.present.cells import run_time
 from harness.present.fitting import fit
 from harness.present.table import summary_table
+from harness.results.compare.records import refuse_empty_session
 from harness.results.store import (
     Store,
     default_store_path,
@@ -23,7 +24,7 @@ from harness.results.store import (
     read_importable,
     store_exists,
 )
-from harness.results.store.exports import export_text, write_parquet
+from harness.results.store.exports import export_text, spreadsheet_text, write_parquet
 
 FORMATS = ("table", "csv", "json", "parquet")
 SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok", "run time", "scenario", "command")
@@ -52,6 +53,7 @@ def command(store_path, fmt, session, output, imports, list_sessions, wide) -> N
     """
     path = default_store_path(store_path)
     check_output(output)
+    refuse_empty_session([session])
     if imports:
         take_in(path, imports)
     elif list_sessions:
@@ -178,7 +180,7 @@ def sessions_text(rows: list[dict], fmt: str, wide: bool) -> str:
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=[*SESSION_COLUMNS, "run_s"])
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: spreadsheet_text(v) for k, v in row.items()} for row in rows)
         return out.getvalue().rstrip("\n")
     if fmt == "parquet":
         raise InputError("--sessions: --format table, csv or json", field="--format")

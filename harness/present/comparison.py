@@ -21,6 +21,7 @@ from harness.results.compare import (
     slowdown_pct,
     table_notes,
 )
+from harness.results.store.exports import spreadsheet_safe
 
 #: Columns of the comparison that stay in the table even when every row has the same value.
 COMPARE_KEEP = ("baseline", "value", "baseline median", "median", "ratio [95% CI]", "change", "p", "verdict", "warnings")
@@ -142,7 +143,7 @@ def comparison_text(table: list[ComparisonRow], fmt: str, *, wide: bool, records
         rows = [{k: _plain(v) for k, v in r.items()} for r in frame_of(table).to_dict(orient="records")]
         return json.dumps(rows, indent=1, default=str) + "\n"
     if fmt == "csv":
-        return frame_of(table).to_csv(index=False)
+        return spreadsheet_safe(frame_of(table)).to_csv(index=False)
     common, rows = display_rows(table)
     if fmt == "markdown":
         lines = [markdown_text(describe_common(common)) + "\n", markdown_table(rows)]

@@ -5,12 +5,20 @@ click would turn that into exit 1, the code of a failed run or a regression. The
 not depend on anyone reading the rest of it, so after the pipe closes its output is dropped and the
 command finishes with the code its work gives: 0 where nothing failed, 1 where a run failed or
 `--fail-if-slower` found a regression.
+
+Standard output that cannot take what is written (`> /dev/full`, a full disk, a quota) is another matter: the
+output asked for is incomplete. The rest is dropped likewise, the error is kept (`write_error`), and the
+command ends with one line saying so and exit 1 (harness.cli), not a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+
+#: Write errors that mean the output cannot be kept (the disk or the quota is full, the file is too large).
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class ClosablePipe(io.TextIOBase):
@@ -20,6 +28,8 @@ class ClosablePipe(io.TextIOBase):
         super().__init__()
         self._stream = stream
         self.closed_by_reader = False
+        #: the error that stopped the output where it could not be written (a full disk), else None
+        self.write_error: OSError | None = None
 
     def _write_through(self, action):
         if self.closed_by_reader:
@@ -27,6 +37,12 @@ class ClosablePipe(io.TextIOBase):
         try:
             return action()
         except BrokenPipeError:
+            self._drop()
+            return None
+        except OSError as exc:
+            if exc.errno not in FULL:
+                raise
+            self.write_error = self.write_error or exc
             self._drop()
             return None
 

@@ -6,6 +6,7 @@ Every problem becomes an InputError naming the file and where in it.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,32 @@ class _LimitedLoader(yaml.SafeLoader):
 
 for _tag in ("binary", "set", "omap", "pairs"):
     _LimitedLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
+
+#: Numbers YAML 1.2 and YAML 1.1 read alike, by tag: decimal or `0x` integers; floats without `:` or `_`.
+_SAME_IN_1_2 = {
+    "tag:yaml.org,2002:int": re.compile(r"[-+]?(0|[1-9][0-9]*)|0x[0-9a-fA-F]+"),
+    "tag:yaml.org,2002:float": re.compile(r"[-+]?(\.[0-9]+|[0-9]+\.[0-9]*)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)"
+                                          r"|\.(nan|NaN|NAN)"),
+}
+
+
+def _number_as_in_1_2(loader, node):
+    """A number PyYAML (YAML 1.1) reads as YAML 1.2 would, else refused: `0100` is octal 64 and `1:04` is 64
+    (base 60) to YAML 1.1 but 100 and text to 1.2 and to anyone reading the file; `0b1`, `1_000` alike."""
+    construct = _NUMBERS[node.tag]
+    if not _SAME_IN_1_2[node.tag].fullmatch(node.value):
+        raise _Refused(f"{node.value!r} is a YAML 1.1 number ({construct(loader, node)}) that YAML 1.2 reads "
+                       "otherwise (a leading 0 is octal, `:` base 60, `0b` binary, `_` ignored): write it in decimal, "
+                       "or quote it for text", node.start_mark)
+    return construct(loader, node)
+
+
+_NUMBERS = {"tag:yaml.org,2002:int": yaml.SafeLoader.construct_yaml_int,
+            "tag:yaml.org,2002:float": yaml.SafeLoader.construct_yaml_float}
+
+
+for _tag in _NUMBERS:
+    _LimitedLoader.add_constructor(_tag, _number_as_in_1_2)
 
 
 def parse_yaml(text: str, source: str, *, documents: bool = False) -> Any:

@@ -129,18 +129,23 @@ def _dedupe(items) -> list:
 
 #: Characters that change how a line is shown rather than what it says: right-to-left overrides and isolates.
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: Unicode categories a name may not hold: controls (Cc: newline, NUL, escape), format characters that show as
+#: nothing (Cf: zero-width space, U+200F, the byte-order mark U+FEFF), line and paragraph separators (Zl, Zp:
+#: U+2028, U+2029, which end a line in many viewers), lone surrogates (Cs).
+_UNSHOWN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def printable_name(value: str) -> str:
     """A scenario name as given, if it shows as what it is on one line: ValueError for one of only spaces or one
-    holding a control character (a newline would forge a line of the run summary, a NUL cut it short), saying
-    which character and where."""
+    holding a control, invisible or line-separator character (a newline would forge a line of the run summary, a
+    NUL cut it short, a zero-width space make two names look one), saying which character and where."""
     if not value.strip():
         raise ValueError("expected a name with at least one visible character, got only spaces")
     for i, char in enumerate(value):
-        if unicodedata.category(char) == "Cc" or char in _BIDI_CONTROLS:
-            raise ValueError(f"expected a name without control characters; character {i + 1} is {ascii(char)} "
-                             "(names are printed on one line in summaries, tables and reports)")
+        if unicodedata.category(char) in _UNSHOWN or char in _BIDI_CONTROLS:
+            raise ValueError(f"expected a name without control, invisible or line-separator characters; character "
+                             f"{i + 1} is {ascii(char)} (names are printed on one line in summaries, tables and "
+                             "reports, and must read as what they are)")
     return value
 
 

@@ -201,7 +201,7 @@ def _take_in_side_files(store: Store, observer: SessionObserver) -> None:
 def _begin(store: Store, prepared: PreparedSession) -> None:
     """A new session written to the store with its plan and settings, or a resumed one reopened."""
     if prepared.resumed is not None:
-        store.reopen_session(prepared.session_id)
+        store.reopen_session(prepared.session_id, prepared.resumed.seen)
         return
     store.begin_session(prepared.session_id, prepared.entries, scenario_path=prepared.scenario_path,
                         command=prepared.command, settings=prepared.settings)

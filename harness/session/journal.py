@@ -35,6 +35,7 @@ from harness.results.sessions import (
 from harness.results.store import Store
 from harness.results.store.schema import stored_record
 from harness.results.store.sidefiles import Unsaved, side_file_base
+from harness.session.interrupt import STOP_SIGNALS
 
 
 def _reopen(store: Store) -> Store:
@@ -92,9 +93,9 @@ class Journal:
         """The store's begin_session."""
         self.store.begin_session(session_id, plan, scenario_path=scenario_path, command=command, settings=settings)
 
-    def reopen_session(self, session_id: str) -> None:
+    def reopen_session(self, session_id: str, seen: dict | None = None) -> None:
         """The store's reopen_session."""
-        self.store.reopen_session(session_id)
+        self.store.reopen_session(session_id, seen)
 
     def end_session(self, session_id: str, state: str) -> None:
         """The store's end_session."""
@@ -212,7 +213,7 @@ def _signals_held():
     mask: in the main thread the handlers are swapped for ones that note the signal, and each noted signal
     is raised again once the session's handlers are back. Elsewhere (where Python allows no handler) the
     thread's mask holds them."""
-    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal gone stops a Slurm session
+    held = STOP_SIGNALS  # SIGHUP among them: the terminal gone stops a Slurm session too
     if threading.current_thread() is not threading.main_thread():  # no handler here: the thread's signal mask
         with _masked(held):
             yield

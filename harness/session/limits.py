@@ -14,6 +14,7 @@ from typing import Callable
 from harness.errors import InputError
 from harness.results.record import Result
 from harness.seam.runspec import RunSpec
+from harness.timing.settings import MIN_TIMEOUT_S
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
           "g": 10**9, "gb": 10**9, "gib": 1024**3, "t": 10**12, "tb": 10**12, "tib": 1024**4}
@@ -51,12 +52,13 @@ def parse_size(text: str) -> int:
 
 
 def check_timeout(value: float | None) -> float | None:
-    """--timeout as given: finite, more than 0, at most 7 days (InputError otherwise); None where not given."""
+    """--timeout as given: finite, at least MIN_TIMEOUT_S, at most 7 days (InputError otherwise); None where not given."""
     if value is None:
         return None
-    if not math.isfinite(value) or value <= 0 or value > MAX_TIMEOUT_S:
-        raise InputError(f"--timeout {value!r}: expected a finite number of seconds, more than 0 and at most "
-                         f"{MAX_TIMEOUT_S} (7 days)", field="--timeout")
+    if not math.isfinite(value) or value < MIN_TIMEOUT_S or value > MAX_TIMEOUT_S:
+        raise InputError(f"--timeout {value!r}: expected a finite number of seconds, at least {MIN_TIMEOUT_S:g} (a "
+                         f"worker starts a Python and its framework first) and at most {MAX_TIMEOUT_S} (7 days)",
+                         field="--timeout")
     return value
 
 

@@ -54,6 +54,9 @@ class Resumed:
     left: int
     planned: int
     what: str
+    #: the session as read when what is left was counted (its owner): it is reopened only if no other process
+    #: claimed it since, which would run the same runs
+    seen: dict | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

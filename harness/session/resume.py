@@ -159,6 +159,11 @@ def _check_alike(request: SessionRequest, session: StoredSession, entries: list[
                              "option out, or start a new session)", field=flag)
 
 
+def _seen(session: StoredSession) -> dict:
+    """The session's owner as read when its plan was made, as the store holds it: a claim made since shows."""
+    return {"owner": session.owner.to_dict() if session.owner is not None else None}
+
+
 def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> PreparedSession:
     """The rest of the stored session `request.resume` names, with the settings it began with (InputError for
     a request that would change them); nothing is written."""
@@ -182,14 +187,14 @@ def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> Prepared
         left, total = capacity_searches_left(entries, ok)
         groups = [(entry.capacity, [replace(entry.spec, run_id=new_id())]) for entry in left]
         plan = [spec for _, specs in groups for spec in specs]
-        resumed = Resumed(len(plan), total, "capacity search(es)")
+        resumed = Resumed(len(plan), total, "capacity search(es)", seen=_seen(session))
     else:
         groups = []
         todo = remaining_runs(entries, ok)
         plan = [replace(entry.spec, run_id=new_id()) for entry, left in zip(entries, todo) if left]
         if request.timeout is not None and "timeout_s" not in settings:  # a session stored before settings were
             plan = [spec.with_measure(timeout_s=float(request.timeout)) for spec in plan]
-        resumed = Resumed(len(plan), len(entries), "run(s)")
+        resumed = Resumed(len(plan), len(entries), "run(s)", seen=_seen(session))
     rounds = None if capacity_mode else AdaptiveRounds.of(
         [entry.spec for entry in entries], planned=len(entries), limit=settings.max_runs or DEFAULT_MAX_RUNS)
     return PreparedSession(request=request, session_id=session.session_id, plan=plan, groups=groups,

@@ -31,6 +31,7 @@ from harness.session.progress import show_progress
 from harness.session.unsupported import decided, static_status
 from harness.session.worker_process import (
     RunFiles,
+    full_disk,
     start_and_wait,
     timed,
     with_evidence,
@@ -171,7 +172,11 @@ class Runner:
             if not probe:
                 self.ahead.ready_for(spec, self._upcoming, lambda s: self._run_env(s, self.backends[s.backend])[0],
                                      files.folder / PAUSE_FILE)
-            write_json_atomic(files.spec, spec.to_dict())  # whole: a worker started ahead polls for it
+            try:
+                write_json_atomic(files.spec, spec.to_dict())  # whole: a worker started ahead polls for it
+            except OSError as exc:  # a full TMPDIR: this run's record says so, and the session goes on
+                reason = full_disk(files.folder) or f"cannot write the run's spec in {files.folder}: {exc}"
+                return decided(result, backend, ("failed", reason), duration_s=time.perf_counter() - started)
             env = {**base_env, "HARNESS_PROGRESS_FILE": str(files.progress.path)}
             try:
                 launch, commands = dataparallel.launch_commands(spec, backend, files, env, self.cluster, self._index)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -30,6 +31,8 @@ TERM_GRACE_S = 5.0
 LOG_TAIL_CHARS = 3000
 #: Seconds the parent blocks in wait() between two reads of a worker's progress file.
 PROGRESS_POLL_S = 0.5
+#: Bytes free under which the disk of a run's folder counts as full, where a worker left without a result.
+FULL_DISK_BYTES = 1 << 20
 
 
 def worker_env(memory_limit_bytes: int | None = None, framework_env: dict[str, str] | None = None) -> dict[str, str]:
@@ -180,6 +183,19 @@ def _died(returncode: int) -> str:
     return f"worker exited with code {returncode} before writing a result"
 
 
+def full_disk(folder: Path) -> str | None:
+    """What to say where the disk holding a run's folder (in TMPDIR) is full: a worker that cannot write its files
+    exits with code 1 and an empty log, which said nothing of the disk. None where it is not full."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    if free >= FULL_DISK_BYTES:
+        return None
+    return (f"the disk of the run's folder {folder} is full ({free} bytes free): point TMPDIR at a folder with "
+            "space")
+
+
 def runner_env() -> dict:
     """The environment as the runner sees it, for a record whose worker wrote none (a timeout, a
     worker killed or dead before its result, a run decided without a worker): same machine, same
@@ -227,7 +243,8 @@ def worker_result(result: Result, spec: RunSpec, path: Path, timed_out: bool, pr
     if timed_out:
         return result.updated(status="timeout", error=f"no result within {spec.timeout_s:g} s (measure.timeout_s / "
                                                       "--timeout); worker stopped")
-    return result.updated(status="failed", error=_died(proc.returncode))
+    disk = full_disk(path.parent)
+    return result.updated(status="failed", error=_died(proc.returncode) + (f"; {disk}" if disk else ""))
 
 
 def with_evidence(result: Result, log_path: Path) -> Result:

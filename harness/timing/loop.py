@@ -241,28 +241,68 @@ def run_timed(
     return timing
 
 
+#: Runs of the chosen size whose median decides a block's steps (`steps: auto`): one slow call (a page fault, a
+#: neighbour's burst) among them no longer decides the block length of a whole run. On a loaded 2-core machine a
+#: 0.2 ms GEMM step once timed 23.5 ms alone, and its blocks then lasted 2-62 ms instead of 0.2 s.
+CALIBRATION_RUNS = 3
+#: Times a run's steps per block may be raised after a timed block fell short of `min_block_s`.
+MAX_BLOCK_RAISES = 3
+
+
+def _timed_steps(step: Callable[[], Any], clock: Clock, n: int) -> float:
+    token = clock.start()
+    for _ in range(n):
+        step()
+    return clock.stop(token).wall_s
+
+
 def calibrate(step: Callable[[], Any], clock: Clock, min_block_s: float, max_steps: int) -> dict:
     """How many steps make a block of at least `min_block_s` (`steps: auto`), after warm-up.
 
     Like timeit's autorange: time 1, 10, 100 ... steps (each run synchronized) until a run lasts a tenth of
-    `min_block_s`, then take ceil(min_block_s / seconds per step), at least 1 and at most `max_steps`. A step
-    longer than min_block_s costs one untimed step; a 10 us step about 1.2 x min_block_s / 10 of extra warm-up.
+    `min_block_s`; then that size is timed CALIBRATION_RUNS times in all, and their median decides, going on up
+    where the median falls short of the tenth (the first run was a slow outlier). Steps: ceil(1.1 x min_block_s /
+    seconds per step), at least 1 and at most `max_steps`. A single step that already lasts `min_block_s` is
+    timed once (blocks of one step; `time_blocks` re-checks them). A 10 us step costs about
+    3.3 x min_block_s / 10 of extra warm-up.
     """
     n = 1
     while True:
-        token = clock.start()
-        for _ in range(n):
-            step()
-        seconds = clock.stop(token).wall_s
-        if seconds >= min_block_s / 10 or n >= max_steps:
-            break
+        runs = [_timed_steps(step, clock, n)]
+        if runs[0] >= min_block_s / 10 or n >= max_steps:
+            if not (n == 1 and runs[0] >= min_block_s):
+                runs += [_timed_steps(step, clock, n) for _ in range(CALIBRATION_RUNS - 1)]
+            seconds = stats.median(runs)
+            if seconds >= min_block_s / 10 or n >= max_steps:
+                break
         n = min(n * 10, max_steps)
     per_step = seconds / n
     # 10% over the minimum: the calibration run includes its own synchronisation, a block of that many steps a little less
     steps = max(1, min(max_steps, math.ceil(1.1 * min_block_s / per_step))) if per_step > 0 else max_steps
     capped = steps == max_steps and per_step * max_steps < min_block_s
     return {"steps": steps, "min_block_s": min_block_s, "max_block_steps": max_steps, "calibration_steps": n,
-            "calibration_s": seconds, "step_s": per_step, "capped": capped}
+            "calibration_s": seconds, "calibration_runs_s": runs, "step_s": per_step, "capped": capped}
+
+
+def _raise_short_block(timing: Timing) -> bool:
+    """Under `steps: auto`, after a block shorter than `min_block_s`: the steps raised as that block's time per step
+    asks, the blocks so far dropped (every block of a run has one size), and the raise recorded in the calibration
+    (`raised`); True. False where the block was long enough, the steps are at their cap, or MAX_BLOCK_RAISES were
+    made already."""
+    cal, block = timing.calibration, timing.blocks[-1]
+    if cal is None or block.wall_s >= cal["min_block_s"] or timing.steps_per_block >= cal["max_block_steps"]:
+        return False
+    raised = cal.setdefault("raised", [])
+    if len(raised) >= MAX_BLOCK_RAISES:
+        return False
+    per_step = block.wall_s / timing.steps_per_block
+    steps = min(cal["max_block_steps"], max(timing.steps_per_block + 1,
+                                            math.ceil(1.1 * cal["min_block_s"] / per_step) if per_step > 0 else 0))
+    raised.append({"from": timing.steps_per_block, "to": steps, "block_s": block.wall_s,
+                   "blocks_dropped": len(timing.blocks)})
+    timing.blocks.clear()
+    timing.steps_per_block = cal["steps"] = steps
+    return True
 
 
 def time_blocks(step: Callable[[], Any], clock: Clock, timing: Timing, rule: StopRule, work_per_step: float,
@@ -273,6 +313,8 @@ def time_blocks(step: Callable[[], Any], clock: Clock, timing: Timing, rule: Sto
         for _ in range(timing.steps_per_block):
             step()
         timing.blocks.append(clock.stop(token))
+        if _raise_short_block(timing):
+            continue
         report("block", block=len(timing.blocks), repeats=rule.repeats, max_repeats=rule.max_repeats,
                block_s=timing.blocks[-1].wall_s, rate=stats.median(timing.rates(work_per_step)))
         reason = rule.stop_reason(timing, work_per_step)

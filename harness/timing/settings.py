@@ -22,6 +22,9 @@ AUTO = "auto"
 #: blocks of at least 0.2 s, pyperf calibrates each value to at least 0.1 s. 0.2 s keeps a GPU's launch
 #: jitter and one slow step under 1% of a block even for steps of a few microseconds.
 MIN_BLOCK_S = 0.2
+#: The shortest run timeout accepted (measure.timeout_s, --timeout), in seconds: a worker process starts a Python
+#: and imports a framework before its first step, so a shorter limit could only ever time every run out.
+MIN_TIMEOUT_S = 1.0
 
 
 class Measure(NumbersNotBooleans):
@@ -39,7 +42,7 @@ class Measure(NumbersNotBooleans):
     min_time_s: float | None = Field(None, ge=0, le=86_400)
     max_repeats: int | None = Field(None, ge=1, le=100_000)
     target_ci_pct: float | None = Field(None, gt=0, le=100)
-    timeout_s: float = Field(1800, gt=0, le=7 * 86_400)
+    timeout_s: float = Field(1800, ge=MIN_TIMEOUT_S, le=7 * 86_400)
     #: Worker processes per configuration, each one sample of the comparison (its median), interleaved
     #: across configurations. A number runs exactly that many; `auto` runs `min_processes` (by default the
     #: fewest with which a verdict can exist at all) and then adds processes to a configuration, one round

@@ -3,12 +3,25 @@ title over what varies and what is fixed, its legend outside the axes, and its P
 
 from __future__ import annotations
 
+import contextlib
 import io
 import textwrap
 
 
 def _wrap(text: str, width: int = 110) -> str:
     return "\n".join(textwrap.wrap(text, width)) or text
+
+
+@contextlib.contextmanager
+def plain_text():
+    """Every text drawn meanwhile shown as written: no mathtext, no TeX. A scenario or variant name is the user's,
+    and `cost $\\undefinedcmd{x}$` passed validate and then broke `harness report` with a ParseException (a pair
+    of `$` in a name is text, not a formula)."""
+    # deferred on purpose, as in figure()
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        yield
 
 
 def figure(width: float = 7.5, height: float = 4.5):

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.present.report.canvas import plain_text
 from harness.present.report.page import Plot, render_html, render_markdown
 from harness.present.report.sections import build_sections
 from harness.present.report.shaping import device_label, versions
@@ -31,7 +32,8 @@ def write_report(records, output_dir: str | Path = "reports",
                  sessions: list[UnfinishedSession] | None = None) -> dict[str, Path]:
     """Write report.html, report.md and the plots' PNG files into output_dir; the paths written."""
     records = as_results(records)
-    sections = build_sections(records, sessions)
+    with plain_text():  # names are drawn as written, `$` included
+        sections = build_sections(records, sessions)
     overview = _overview(records)
     folder = Path(output_dir)
     try:
@@ -42,12 +44,23 @@ def write_report(records, output_dir: str | Path = "reports",
     for section in sections:
         for part in section.parts:
             if isinstance(part, Plot):
-                path = folder / f"{part.slug}.png"
-                path.write_bytes(part.png)
-                written[part.slug] = path
-    written["html"] = folder / "report.html"
-    written["html"].write_text(render_html(sections, overview), encoding="utf-8")
-    written["markdown"] = folder / "report.md"
-    written["markdown"].write_text(render_markdown(sections, overview), encoding="utf-8")
+                written[part.slug] = _write(folder / f"{part.slug}.png", part.png)
+    written["html"] = _write(folder / "report.html", render_html(sections, overview).encode("utf-8"))
+    written["markdown"] = _write(folder / "report.md", render_markdown(sections, overview).encode("utf-8"))
     return written
+
+
+def _write(path: Path, data: bytes) -> Path:
+    """`data` written to `path`; an OSError (a full disk, no permission) said in one line (InputError, naming the
+    file), the file cut short removed: a 0-byte PNG was left beside a traceback."""
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        raise InputError(f"--output {path.parent}: cannot write {path.name}: {exc.strerror or exc}; the report is "
+                         "incomplete", field="--output") from None
+    return path
 

@@ -61,6 +61,14 @@ def ok_records(records) -> list[Result]:
     return [r for r in as_results(records) if r.status == "ok" and not r.probe_of]
 
 
+def refuse_empty_session(sessions: Iterable[str | None]) -> None:
+    """InputError (exit 2) for a --session given as '' or spaces: a prefix of every id, it would name them all."""
+    for session in sessions:
+        if session is not None and not str(session).strip():
+            raise InputError(f"--session {session!r}: expected a session id (or a unique prefix of one), got an "
+                             "empty one", field="--session")
+
+
 def _session_ids(store: Store, path: str, sessions: Iterable[str]) -> list[str]:
     """The full ids of the named sessions (unique id prefixes accepted); InputError for one that names none."""
     full_ids = []
@@ -79,8 +87,10 @@ def _session_ids(store: Store, path: str, sessions: Iterable[str]) -> list[str]:
 
 
 def load_records(store_path: str | None, sessions: Iterable[str] = ()) -> list[Result]:
-    """Records of a store (of the given sessions; unique id prefixes accepted); InputError if none."""
+    """Records of a store (of the given sessions; unique id prefixes accepted); InputError if none, or for a session
+    given empty (which, as a prefix of every id, would name them all)."""
 
+    refuse_empty_session(sessions)
     location = parse_location(store_path)
     path = location.display
     if not store_exists(location):

@@ -39,8 +39,9 @@ class Store(Protocol):
                       settings: SessionSettings | None = None) -> None:
         """Record a new session `running`, owned by this process, with its plan and settings; StoreError if not."""
 
-    def reopen_session(self, session_id: str) -> None:
-        """Make a stored session `running` again, owned by this process (--resume); StoreError if it cannot be."""
+    def reopen_session(self, session_id: str, seen: dict | None = None) -> None:
+        """Make a stored session `running` again, owned by this process (--resume); StoreError if it cannot be, or
+        where `seen` (the session as read when its plan was made) is given and another process took it since."""
 
     def end_session(self, session_id: str, state: str) -> None:
         """Mark a session finished, interrupted or failed; StoreError if the store cannot take it."""

@@ -13,6 +13,24 @@ from harness.errors import InputError
 from harness.results.record import Result
 from harness.results.store.frame import records_frame
 
+#: What a spreadsheet takes a cell starting with for a formula (`=HYPERLINK(...)`, `=cmd|' /C calc'!A0`), tab and
+#: carriage return included (OWASP, "CSV injection").
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(value):
+    """A CSV cell as a spreadsheet shows it as text: text starting with a formula's first character gets a leading
+    `'`; anything else (numbers, blanks, other text) is as it was."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_LEADS) else value
+
+
+def spreadsheet_safe(frame):
+    """A frame whose text cells are `spreadsheet_text`; its number columns untouched."""
+    out = frame.copy()
+    for column in out.select_dtypes(include=["object", "string"]).columns:  # text (pandas 2: object; 3: str)
+        out[column] = out[column].map(spreadsheet_text)
+    return out
+
 
 def _integer_fields() -> list[str]:
     """Record fields typed `int | None` (byte counts...): exported as integers even where some are null."""
@@ -36,11 +54,12 @@ def flatten_for_csv(frame):
 
 
 def export_text(records: list[dict], fmt: str) -> str:
-    """Stored rows as a JSON array of records (integers stay integers, null stays null) or as CSV."""
+    """Stored rows as a JSON array of records (integers stay integers, null stays null) or as CSV (text that a
+    spreadsheet would run as a formula given a leading `'`)."""
     if fmt == "json":
         return json.dumps(records, indent=1, default=str)
     if fmt == "csv":
-        return flatten_for_csv(records_frame(records)).to_csv(index=False)
+        return spreadsheet_safe(flatten_for_csv(records_frame(records))).to_csv(index=False)
     raise ValueError(f"not a text export format: {fmt!r}")
 
 

@@ -3,13 +3,18 @@
 A store is checked when it is opened (`PRAGMA quick_check`): a damaged file, a file that is not a
 harness store, or an existing 0-byte file is refused (StoreError) and left exactly as it was.
 A new store is built under a temporary name and linked into place in one step, so a file of 0
-bytes is never one of harness's stores in the making.
+bytes is never one of harness's stores in the making. A `-wal` or `-shm` file found where harness is
+about to create a store belongs to no store there (the store it was written for was deleted after its
+process was killed): SQLite would replay that log into the new store and damage it, so both are moved
+aside first (`NAME-wal.orphaned-TIME`), and the move is said on standard error.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -85,6 +90,29 @@ def precheck(path: str, *, reading: bool) -> None:
         db.close()
 
 
+def set_aside_orphans(path: str) -> list[str]:
+    """Move the `-wal` and `-shm` files at a path with no store file aside (never replayed into a new store); the
+    names they were given, each said on standard error."""
+    moved = []
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for suffix in ("-wal", "-shm"):
+        orphan = path + suffix
+        # the store file checked again just before each move: a store another process has just made owns its log
+        if os.path.lexists(orphan) and not os.path.exists(path):
+            aside = f"{orphan}.orphaned-{stamp}-{os.getpid()}"
+            try:
+                os.rename(orphan, aside)
+            except OSError as exc:
+                raise _refused(path, f"cannot be created: {orphan} is left from a store no longer there and cannot "
+                                     "be moved aside", exc) from None
+            moved.append(aside)
+    if moved:
+        # the store layer has no display of its own, and this is said once, before anything else runs
+        print(f"note: store {path}: moved {' and '.join(moved)} aside: left from a store no longer there, SQLite "
+              "would have replayed it into the new one", file=sys.stderr)
+    return moved
+
+
 def create(path: str) -> None:
     """A new store, built under a temporary name and linked into place in one step."""
     final = Path(path)
@@ -134,6 +162,7 @@ def open_writable(path: str) -> sqlite3.Connection:
     """A connection that writes the store at path, created if there is none (StoreError if it cannot)."""
     p = Path(path)
     if not p.exists():
+        set_aside_orphans(path)
         create(path)
     elif p.stat().st_size == 0 and not nonempty(path + "-wal"):
         raise StoreError(

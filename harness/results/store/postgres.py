@@ -60,11 +60,10 @@ def redact(text: str) -> str:
     return redact_urls(text, _SCHEME_PATTERN)
 
 
-def _scrub(message, password: str | None) -> str:
-    """A server's message, first line only, without the password."""
+def _scrub(message, location: StoreLocation) -> str:
+    """A server's or libpq's message, first line only, without the location's password in any spelling."""
     line = (str(message).strip().splitlines() or ["unknown error"])[0]
-    line = redact(line)
-    return line.replace(password, "***") if password else line
+    return location.scrub(redact(line))
 
 
 class _Heartbeat(threading.Thread):
@@ -103,6 +102,7 @@ class PostgresStore(SQLStore):
     ORDER = "seq"
     errors = (psycopg.Error,) if psycopg is not None else ()
     _BEGUN_EXTRA = {"heartbeat": "now()"}
+    _ROW_LOCK = " FOR UPDATE"
 
     @classmethod
     def exists(cls, location: StoreLocation | str) -> bool:
@@ -123,7 +123,7 @@ class PostgresStore(SQLStore):
         try:
             return conninfo.conninfo_to_dict(self.location.target)
         except psycopg.Error as exc:
-            raise StoreError(f"store {self.path}: not a valid PostgreSQL URL: {_scrub(exc, None)}",
+            raise StoreError(f"store {self.path}: not a valid PostgreSQL URL: {_scrub(exc, self.location)}",
                              source=self.path, field="--store") from None
 
     def _side_file_base(self) -> str:
@@ -198,7 +198,7 @@ class PostgresStore(SQLStore):
         return self._db.transaction()
 
     def _explain(self, exc: BaseException) -> str:
-        return _scrub(exc, self._settings.get("password"))
+        return _scrub(exc, self.location)
 
     def _kept(self, exc: BaseException) -> StoreWriteError:
         """Kept as SQLite's are, the error naming the store without its password (its side file is local)."""

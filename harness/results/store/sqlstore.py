@@ -104,12 +104,14 @@ class SQLStore(StoreQueries):
             raise self._failed("cannot record the session, nothing was run", exc) from None
         self._running(session_id)
 
-    def reopen_session(self, session_id: str) -> None:
-        """A resumed session runs again: `running`, owned by this process (StoreError if the store cannot take it,
-        or where the dialect can tell that another process still runs it)."""
+    def reopen_session(self, session_id: str, seen: dict | None = None) -> None:
+        """A resumed session `running` again, owned by this process; StoreError if the store cannot take it, the dialect
+        sees another process run it, or its owner is no longer `seen`'s (another `--resume` claimed it since)."""
         owner = process_owner()
         try:
-            self._take_session(session_id, json.dumps(owner))
+            with self._transaction():  # read and claimed in one transaction: one claimant wins, the others see it
+                _refuse_if_claimed(self, session_id, seen)
+                self._take_session(session_id, json.dumps(owner))
         except self.errors as exc:
             raise self._failed(f"cannot resume session {session_id}, nothing was run", exc) from None
         if session_id in self._unsaved.sessions:
@@ -170,6 +172,7 @@ class SQLStore(StoreQueries):
     # ------------------------------------------------------------------ what a dialect supplies
     #: columns a new session's row gets beside BEGUN_COLUMNS, as SQL expressions (a server's clock)
     _BEGUN_EXTRA: ClassVar[dict[str, str]] = {}
+    _ROW_LOCK: ClassVar[str] = ""  # ends a SELECT that holds its row (SQLite's BEGIN IMMEDIATE holds all)
 
     def _side_file_base(self) -> str:
         """The path side files of this store are named after (`<it>.unsaved-...json`)."""
@@ -234,6 +237,28 @@ class SQLStore(StoreQueries):
 
     def _ended(self, session_id: str) -> None:
         """Before a session is marked ended."""
+
+
+def _refuse_if_claimed(store: SQLStore, session_id: str, seen: dict | None) -> None:
+    """StoreError (exit 2) naming the owner where `seen` (the session as read) is given and the stored owner is no
+    longer its owner: another process claimed it after this one read it (run inside the claim's transaction)."""
+    if seen is None or "owner" not in store._columns:
+        return
+    seen_owner = seen.get("owner")
+    row = store._execute(f"SELECT owner, state FROM sessions WHERE session_id = ?{store._ROW_LOCK}",
+                         (session_id,)).fetchone()
+    if row is None:
+        return
+    try:
+        held = json.loads(row[0]) if row[0] else None
+    except ValueError:
+        held = None
+    if held == seen_owner:
+        return
+    who = f"pid {held.get('pid')} on {held.get('host')}" if isinstance(held, dict) else "another process"
+    raise StoreError(f"--resume {session_id}: session {session_id} was claimed by {who} (now {row[1]}) after this "
+                     "process read it; it runs what was left, so nothing was run here. Once it ends, resume "
+                     "again for whatever it left", source=store.path, field="--resume")
 
 
 def _owner_alive(owner: str | None) -> bool | None:
