@@ -219,7 +219,7 @@ class StepClock:
 def test_one_slow_calibration_call_does_not_decide_the_block_length(slow):
     # a 0.2 ms GEMM step on a loaded machine once timed 23.5 ms alone: 10 steps a block, blocks of 2 ms for 0.2 s
     clock = StepClock(0.0002, slow=slow, slow_s=0.0235)  # call 0 is the first step, then calibration (warmup 0)
-    timing = run_timed(clock.step, clock, {"warmup": 0, "steps": "auto", "repeats": 5, "min_block_s": 0.2})
+    timing = run_timed(clock.step, clock, Measure(warmup=0, steps="auto", repeats=5, min_block_s=0.2))
     assert len(timing.blocks) == 5 and all(b.wall_s >= 0.2 for b in timing.blocks), timing.wall_s
     chosen = timing.fields()["steps_chosen"]
     assert chosen["steps"] == timing.steps_per_block >= 1000
@@ -230,10 +230,10 @@ def test_one_slow_calibration_call_does_not_decide_the_block_length(slow):
 
 def test_a_block_that_falls_short_of_min_block_s_raises_the_steps_and_is_dropped():
     clock = StepClock(0.001)
-    timing = run_timed(clock.step, clock, {"warmup": 0, "steps": "auto", "repeats": 3, "min_block_s": 0.2})
+    timing = run_timed(clock.step, clock, Measure(warmup=0, steps="auto", repeats=3, min_block_s=0.2))
     assert "raised" not in timing.calibration and timing.steps_per_block == 220
     slow_then_fast = StepClock(0.0001, slow=set(range(1, 4)), slow_s=0.05)  # calibration all slow, then fast
-    timing = run_timed(slow_then_fast.step, slow_then_fast, {"warmup": 0, "steps": "auto", "repeats": 3,
-                                                             "min_block_s": 0.2})
+    timing = run_timed(slow_then_fast.step, slow_then_fast, Measure(warmup=0, steps="auto", repeats=3,
+                                                                     min_block_s=0.2))
     assert all(b.wall_s >= 0.2 for b in timing.blocks) and len(timing.blocks) == 3, timing.wall_s
     assert [r["from"] for r in timing.calibration["raised"]] == [5]

@@ -158,8 +158,9 @@ def _run(request: SessionRequest, dry_run: bool, quiet: bool, wide: bool) -> Non
     prepared = prepare_session(request, display)
     left = prepared.resumed
     if left is not None:
-        if not left.left and prepared.rounds is None and not dry_run:  # nor can processes: auto add a round
-            click.echo(_nothing_to_run(prepared))
+        # a session stored as running is opened even with nothing left: the store refuses one another host runs
+        if not left.left and prepared.rounds is None and not dry_run and (left.seen or {}).get("state") != "running":
+            click.echo(_nothing_to_run(prepared))  # nor can processes: auto add a round
             return
         click.echo(f"resuming session {prepared.session_id}: {left.left} of {left.planned} {left.what} have no ok "
                    "result", err=True)

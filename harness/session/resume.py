@@ -160,8 +160,9 @@ def _check_alike(request: SessionRequest, session: StoredSession, entries: list[
 
 
 def _seen(session: StoredSession) -> dict:
-    """The session's owner as read when its plan was made, as the store holds it: a claim made since shows."""
-    return {"owner": session.owner.to_dict() if session.owner is not None else None}
+    """The session's owner and state as read when its plan was made, as the store holds them: a claim made since
+    shows."""
+    return {"owner": session.owner.to_dict() if session.owner is not None else None, "state": session.state}
 
 
 def prepare_resume(request: SessionRequest, limit_bytes: int | None) -> PreparedSession:

@@ -114,15 +114,13 @@ class SQLStore(StoreQueries):
                 self._take_session(session_id, json.dumps(owner))
         except self.errors as exc:
             raise self._failed(f"cannot resume session {session_id}, nothing was run", exc) from None
-        if session_id in self._unsaved.sessions:
-            self._unsaved.sessions[session_id].update(state="running", finished_at=None, owner=owner)
+        _note_unsaved(self._unsaved, session_id, state="running", finished_at=None, owner=owner)
         self._running(session_id)
 
     def end_session(self, session_id: str, state: str) -> None:
         """Mark a session finished, interrupted or failed (StoreError if the store cannot take it)."""
         self._ended(session_id)
-        if session_id in self._unsaved.sessions:
-            self._unsaved.sessions[session_id].update(state=state, finished_at=utc_now())
+        _note_unsaved(self._unsaved, session_id, state=state, finished_at=utc_now())
         try:
             self._execute("UPDATE sessions SET finished_at = ?, state = ? WHERE session_id = ?",
                           (utc_now(), state, session_id))
@@ -237,6 +235,12 @@ class SQLStore(StoreQueries):
 
     def _ended(self, session_id: str) -> None:
         """Before a session is marked ended."""
+
+
+def _note_unsaved(unsaved: Unsaved, session_id: str, **changes) -> None:
+    """The side file's copy of a session this process began, changed as its row was (where it holds one)."""
+    if session_id in unsaved.sessions:
+        unsaved.sessions[session_id].update(changes)
 
 
 def _refuse_if_claimed(store: SQLStore, session_id: str, seen: dict | None) -> None:
