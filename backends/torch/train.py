@@ -28,7 +28,7 @@ from backends.torch.step import (
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import Workload
-from harness.workloads.training import BuildContext, ModelPart
+from harness.workloads.training import BuildContext, ModelPart, part_api
 
 
 def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> Prepared:
@@ -43,6 +43,7 @@ def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> P
             raise Unsupported(reason)
     channels_last = training.images and p.memory_format == "channels_last"
     model, n_params = build_model(part, p, device.torch, run, api, images=training.images)
+    api.update(part_api(part, p))
     distributed = None
     if run.replica is not None:
         model, api["distribution"], distributed = data_parallel(model, device, p, run.options.get("optimize_ddp", "ddp_optimizer"))
@@ -106,6 +107,9 @@ def build_model(part: ModelPart, p, dev, run: RunInputs, api: dict, *, images: b
     if recompute is not None:
         ctx.recompute = recompute
     model = part.build(p, ctx)
+    describe = getattr(part, "describe", None)
+    if describe is not None:
+        api["model"] = describe(p)
     n_params = sum(t.numel() for t in model.parameters() if t.requires_grad)
     model = model.to(dev)
     if images and p.memory_format == "channels_last":

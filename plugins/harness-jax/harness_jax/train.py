@@ -23,7 +23,7 @@ import optax
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import Workload
-from harness.workloads.training import BuildContext, OptimizerSpec
+from harness.workloads.training import BuildContext, OptimizerSpec, part_api
 from harness_jax import EAGER_TRAINING
 from harness_jax.inputs import Feed, build_feed
 from harness_jax.precision import initial_loss_scale, precision_api
@@ -77,7 +77,10 @@ def build_model(part, p, seed: int, channels_last: bool, api: dict) -> nn.Module
     ctx = BuildContext(seed=seed, framework=nn, layout="channels_last" if channels_last else "channels_first",
                        precision=p.precision, recompute=remat if p.recompute == "blocks" else (lambda block: block))
     model = part.build(p, ctx)
-    api["model"] = " ".join((inspect.getdoc(part) or type(part).__name__).split("\n\n")[0].split())
+    describe = getattr(part, "describe", None)
+    api["model"] = describe(p) if describe is not None else " ".join(
+        (inspect.getdoc(part) or type(part).__name__).split("\n\n")[0].split())
+    api.update(part_api(part, p))
     if p.recompute == "blocks" and not wrapped:
         raise Unsupported("recompute: blocks, but the model part passes no block through BuildContext.block: "
                           "there is nothing to recompute")
