@@ -64,14 +64,15 @@ def block_layer(keras):
             super().__init__(**kwargs)
             self.n_head = n_head
             self.fused_op = keras.ops.dot_product_attention if fused and has_fused_attention(keras) else None
+            # a fresh initializer per weight: tf_keras gives an unseeded instance's every call the same values
             normal = keras.initializers.RandomNormal
-            proj = normal(stddev=init_std("c_proj.weight", n_layer))
+            proj = init_std("c_proj.weight", n_layer)
             self.ln_1 = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="ln_1")
             self.c_attn = keras.layers.Dense(3 * d_model, kernel_initializer=normal(stddev=0.02), name="c_attn")
-            self.attn_proj = keras.layers.Dense(d_model, kernel_initializer=proj, name="attn_c_proj")
+            self.attn_proj = keras.layers.Dense(d_model, kernel_initializer=normal(stddev=proj), name="attn_c_proj")
             self.ln_2 = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="ln_2")
             self.c_fc = keras.layers.Dense(4 * d_model, kernel_initializer=normal(stddev=0.02), name="c_fc")
-            self.mlp_proj = keras.layers.Dense(d_model, kernel_initializer=proj, name="mlp_c_proj")
+            self.mlp_proj = keras.layers.Dense(d_model, kernel_initializer=normal(stddev=proj), name="mlp_c_proj")
 
         def build(self, input_shape):
             width = (None, None, input_shape[-1])
@@ -108,9 +109,11 @@ def gpt_model(keras):
             self.ln_f = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="ln_f")
 
         def build(self, input_shape):
-            normal = keras.initializers.RandomNormal(stddev=0.02)
-            self.wte = self.add_weight(name="wte", shape=(self.p.vocab_size, self.p.d_model), initializer=normal)
-            self.wpe = self.add_weight(name="wpe", shape=(self.p.seq_len, self.p.d_model), initializer=normal)
+            normal = keras.initializers.RandomNormal
+            self.wte = self.add_weight(name="wte", shape=(self.p.vocab_size, self.p.d_model),
+                                       initializer=normal(stddev=0.02))
+            self.wpe = self.add_weight(name="wpe", shape=(self.p.seq_len, self.p.d_model),
+                                       initializer=normal(stddev=0.02))
             for block in self.blocks:
                 block.build((None, self.p.seq_len, self.p.d_model))
             self.ln_f.build((None, self.p.seq_len, self.p.d_model))

@@ -154,9 +154,14 @@ def synthetic_batch(p: GPTParams, seed: int, rank: int = 0, *, channels_last: bo
     return np.ascontiguousarray(tokens[:, :-1]), np.ascontiguousarray(tokens[:, 1:])
 
 
+def size_name(p: GPTParams) -> str:
+    """The preset's name where the sizes are the preset's, else `custom sizes`."""
+    return p.preset if PRESETS[p.preset] == (p.n_layer, p.n_head, p.d_model) else "custom sizes"
+
+
 def describe(p: GPTParams) -> str:
     """The model as the record's api.model names it."""
-    return (f"GPT-2-style decoder ({p.preset} preset: n_layer={p.n_layer}, n_head={p.n_head}, d_model={p.d_model}, "
+    return (f"GPT-2-style decoder ({size_name(p)}: n_layer={p.n_layer}, n_head={p.n_head}, d_model={p.d_model}, "
             f"vocab {p.vocab_size}, seq_len {p.seq_len}; pre-LayerNorm, tied head, GELU tanh, dropout 0), "
             f"{parameter_count(p):,} parameters")
 
@@ -175,7 +180,7 @@ GPT_TRAIN = Workload(
     flops_per_step=lambda p: train_flops_per_token(p) * tokens_per_step(p),
     items_per_step=tokens_per_step,
     peak_precision=_peak_precision,
-    verdict=training_verdict(parameter_count, model=lambda p: p.preset),
+    verdict=training_verdict(parameter_count, model=size_name),
     technique_baselines={"precision": "fp32", "execution": "eager", "recompute": "none", "inputs": "device",
                          "attention": "math"},
     x_param="batch_size",
