@@ -187,3 +187,82 @@ def test_each_pair_of_frameworks_computes_the_same_loss_before_and_after_one_ada
     assert abs(a[1] - a[0]) > 1e-3 * a[0]
     # random weights on a 128-token vocabulary: about ln(128)
     assert a[0] == pytest.approx(np.log(128), rel=0.05)
+
+
+# --- through each backend's trainer --------------------------------------------------------------------------------
+
+ONE_BLOCK = {"warmup": 0, "steps": 1, "repeats": 1}  # the first step and one timed step
+
+
+def trained(backend: str, **params) -> dict:
+    """One tiny gpt_train run through the backend's trainer in this process, as a worker runs it."""
+    from tests.specs import backend_spec, run_backend
+
+    if backend == "torch":
+        torch = pytest.importorskip("torch")
+        torch.set_num_threads(1)
+        from backends.torch import TorchBackend as Backend
+    elif backend == "tensorflow":
+        pytest.importorskip("tensorflow")
+        from backends.tensorflow import TensorFlowBackend as Backend
+    else:
+        if str(PLUGIN) not in sys.path:
+            sys.path.append(str(PLUGIN))
+        pytest.importorskip("jax")
+        pytest.importorskip("flax")
+        from harness_jax import JaxBackend as Backend
+    result = run_backend(Backend(), backend_spec(backend, "gpt_train", {**TINY, **params}, ONE_BLOCK))
+    assert result.get("status", "ok") == "ok", result.get("error")
+    return result
+
+
+def assert_trained_the_workload(result: dict, grad_accum: int = 1) -> None:
+    p = tiny()
+    from harness.workloads.base import fingerprint
+
+    checks = result["checks"]
+    assert checks["inputs_fingerprint"] == fingerprint(*synthetic_batch(p, 0))  # the same tokens on every side
+    assert checks["model_parameters"] == parameter_count(p)
+    # about ln(128) from random weights (less under Keras's fit, whose first call trains fit_steps steps)
+    assert 0 < checks["loss_last"] < checks["loss_first"] < np.log(128) * 1.05
+    assert result["timing"]["items_per_step"] == 4 * 32 * grad_accum  # tokens, as the headline counts them
+    assert "GPT-2-style decoder (custom sizes" in result["api"]["model"]
+
+
+@pytest.mark.parametrize("backend", FRAMEWORKS)
+def test_each_trainer_trains_gpt_with_recomputed_blocks_and_accumulation_on_the_explicit_path(backend):
+    # JAX's eager mode dispatches every primitive of the recomputed blocks one by one (a minute on 2 cores): jit
+    result = trained(backend, execution="compiled" if backend == "jax" else "eager", recompute="blocks",
+                     grad_accum=2, attention="math")
+    assert_trained_the_workload(result, grad_accum=2)
+    assert result["api"]["attention"].startswith("explicit softmax")
+    assert "2 " in result["api"]["recompute"] and "Block" in result["api"]["recompute"]
+
+
+@pytest.mark.parametrize("backend", FRAMEWORKS)
+def test_each_framework_default_path_runs_its_own_fused_attention(backend):
+    result = trained(backend, execution="default")
+    assert_trained_the_workload(result)
+    keras3 = "(Keras 3)" in result["api"].get("keras", "")
+    fused = {"torch": "scaled_dot_product_attention(is_causal=True)", "jax": "jax.nn.dot_product_attention",
+             "tensorflow": "keras.ops.dot_product_attention" if keras3 else "unfused (Keras 2 has no fused attention)"}
+    assert fused[backend] in result["api"]["attention"]
+    # where the framework does not say which kernel ran, the record says where to look
+    assert ("not reported; see the profile's attention class" in result["api"]["attention"]) == (
+        backend != "tensorflow" or keras3)
+
+
+def test_the_transformer_scenario_is_gpt2_small_in_amp_bf16_at_1024_tokens_in_every_mode_and_keras():
+    from harness.scenario.bundled import bundled_scenarios
+    from harness.scenario.load import load_scenarios
+    from harness.session.plan import build_plan
+
+    path = next(p for p in bundled_scenarios() if p.stem == "transformer")
+    (scenario,) = load_scenarios(path)
+    runs = build_plan(scenario, "s")
+    assert {s.workload for s in runs} == {"gpt_train"}
+    assert {(s.params["n_layer"], s.params["d_model"], s.params["seq_len"], s.params["precision"],
+             s.params["attention"]) for s in runs} == {(12, 768, 1024, "amp_bf16", "fused")}
+    assert {s.params["execution"] for s in runs} == {"default", "eager", "graph", "cuda_graph", "compiled"}
+    assert {(s.options or {}).get("keras") for s in runs if s.backend == "tensorflow"} == {"keras3", "tf_keras"}
+    assert {s.measure.get("processes") for s in runs} == {"auto"}

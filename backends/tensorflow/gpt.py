@@ -23,7 +23,7 @@ from harness.workloads.gpt_train import LAYER_NORM_EPSILON, describe, init_std
 #: The record's api.attention of the explicit path, and what each Keras's `fused` is.
 MATH_API = "explicit softmax(QK^T/sqrt(d) + causal mask)V in TensorFlow ops (matmul, where, softmax, matmul)"
 FUSED_KERAS3_API = ("keras.ops.dot_product_attention(is_causal=True) (Keras 3 on TensorFlow: no flash path, its "
-                    "math in TensorFlow ops; fused or not as XLA decides); the kernel is not reported: see the "
+                    "math in TensorFlow ops; fused or not as XLA decides): not reported; see the "
                     "profile's attention class")
 FUSED_KERAS2_API = ("unfused (Keras 2 has no fused attention): " + MATH_API + "; Keras 2's layers.MultiHeadAttention "
                     "computes the same explicit product inside")

@@ -21,7 +21,7 @@ from harness.workloads.training import BuildContext
 #: The record's api.attention for each `attention` value.
 ATTENTION_API = {
     "fused": ("torch.nn.functional.scaled_dot_product_attention(is_causal=True); torch picks the kernel (flash, "
-              "memory-efficient, cuDNN or math) and does not report it: see the profile's attention class"),
+              "memory-efficient, cuDNN or math): not reported; see the profile's attention class"),
     "math": "explicit softmax(QK^T/sqrt(d) + causal mask)V in torch ops (matmul, masked_fill, softmax, matmul)",
 }
 

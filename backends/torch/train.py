@@ -28,7 +28,7 @@ from backends.torch.step import (
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import Workload
-from harness.workloads.training import BuildContext, ModelPart, part_api
+from harness.workloads.training import BuildContext, ModelPart, items_per_replica_step, part_api
 
 
 def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> Prepared:
@@ -58,14 +58,17 @@ def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> P
     step = build_step(p.execution, mode, train_step, optimizer, losses, api, feed)
     checks = partial(training_checks, model, losses, n_params, feed.fingerprint)
     return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
-                    timing_fields=partial(timing_fields, p, feed, amp.scaler, images=training.images))
+                    timing_fields=partial(timing_fields, p, feed, amp.scaler, images=training.images,
+                                          items=items_per_replica_step(workload, p)))
 
 
-def timing_fields(p, feed: Feed, scaler=None, *, images: bool = True) -> dict:
+def timing_fields(p, feed: Feed, scaler=None, *, images: bool = True, items: float | None = None) -> dict:
     """The items one step trains on per replica (`images_per_step` for an image workload, else `items_per_step`);
     under inputs: host, the bytes each step copied from host to device; under amp_fp16, GradScaler's loss scale
-    after the timed blocks (as TensorFlow's and JAX's records give theirs)."""
-    out = {"images_per_step" if images else "items_per_step": float(p.batch_size * p.grad_accum)}
+    after the timed blocks (as TensorFlow's and JAX's records give theirs). `items`: the workload's items of one
+    replica's step (a language model's tokens), else batch_size * grad_accum."""
+    out = {"images_per_step" if images else "items_per_step": float(p.batch_size * p.grad_accum) if items is None
+           else items}
     if feed.bytes_per_step:
         out["host_to_device_bytes_per_step"] = feed.bytes_per_step
     if scaler is not None:

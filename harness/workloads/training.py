@@ -112,6 +112,12 @@ class ModelPart(Protocol):
         trainer initialises from ctx.seed), each of its blocks passed through ctx.block."""
 
 
+def items_per_replica_step(workload: Any, params: Any) -> float:
+    """The items one training step trains on in one replica (images, samples, tokens): the workload's
+    items_per_step over its replicas, every micro-batch counted."""
+    return float(workload.items_per_step(params)) / workload.replicas(params)
+
+
 def part_api(part: ModelPart, params: Any) -> dict[str, str]:
     """The record `api` entries a model part adds through its optional `api(params)` ({} where it has none)."""
     extra = getattr(part, "api", None)

@@ -25,8 +25,8 @@ COMPUTE_DTYPES = {"amp_bf16": jnp.bfloat16, "amp_fp16": jnp.float16}
 
 #: The record's api.attention for each `attention` value.
 ATTENTION_API = {
-    "fused": ("jax.nn.dot_product_attention(is_causal=True, implementation=None): XLA's or cuDNN's, as JAX picks, "
-              "and not reported: see the profile's attention class"),
+    "fused": ("jax.nn.dot_product_attention(is_causal=True, implementation=None), XLA's or cuDNN's as JAX picks: "
+              "not reported; see the profile's attention class"),
     "math": "explicit softmax(QK^T/sqrt(d) + causal mask)V in jax.numpy (einsum, where, softmax, einsum)",
 }
 
