@@ -28,7 +28,12 @@ from backends.torch.step import (
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import Workload
-from harness.workloads.training import BuildContext, ModelPart, items_per_replica_step, part_api
+from harness.workloads.training import (
+    BuildContext,
+    ModelPart,
+    items_per_replica_step,
+    part_api,
+)
 
 
 def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> Prepared:

@@ -23,7 +23,12 @@ import optax
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import Workload
-from harness.workloads.training import BuildContext, OptimizerSpec, items_per_replica_step, part_api
+from harness.workloads.training import (
+    BuildContext,
+    OptimizerSpec,
+    items_per_replica_step,
+    part_api,
+)
 from harness_jax import EAGER_TRAINING
 from harness_jax.inputs import Feed, build_feed
 from harness_jax.precision import initial_loss_scale, precision_api
