@@ -266,3 +266,27 @@ def test_the_transformer_scenario_is_gpt2_small_in_amp_bf16_at_1024_tokens_in_ev
     assert {s.params["execution"] for s in runs} == {"default", "eager", "graph", "cuda_graph", "compiled"}
     assert {(s.options or {}).get("keras") for s in runs if s.backend == "tensorflow"} == {"keras3", "tf_keras"}
     assert {s.measure.get("processes") for s in runs} == {"auto"}
+
+
+REFERENCE_LOOPS = {"torch": PLUGIN.parent.parent / "benchmarks" / "gpt_torch.py",
+                   "tensorflow": PLUGIN.parent.parent / "benchmarks" / "gpt_tensorflow.py",
+                   "jax": PLUGIN / "benchmarks" / "gpt_jax.py"}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_each_hand_written_reference_loop_trains_the_tiny_model_and_prints_tokens_per_second(framework, capsys):
+    import importlib.util
+    import json
+
+    pytest.importorskip({"torch": "torch", "tensorflow": "tensorflow", "jax": "flax"}[framework])
+    if str(REFERENCE_LOOPS["torch"].parent) not in sys.path:
+        sys.path.append(str(REFERENCE_LOOPS["torch"].parent))
+    spec = importlib.util.spec_from_file_location(f"gpt_{framework}_loop", REFERENCE_LOOPS[framework])
+    loop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loop)
+    loop.main(["--device", "cpu", "--n-layer", "2", "--n-head", "4", "--d-model", "64", "--seq-len", "32",
+               "--vocab-size", "128", "--batch-size", "4", "--precision", "fp32", "--steps", "2", "--warmup", "1",
+               "--repeats", "2"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["tokens_per_s"] > 0 and len(report["samples"]) == 2
+    assert 0 < report["loss_last"] < np.log(128) * 1.05
