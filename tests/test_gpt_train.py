@@ -290,3 +290,23 @@ def test_each_hand_written_reference_loop_trains_the_tiny_model_and_prints_token
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["tokens_per_s"] > 0 and len(report["samples"]) == 2
     assert 0 < report["loss_last"] < np.log(128) * 1.05
+
+
+def test_a_keras_3_without_dot_product_attention_refuses_fused_and_keras_2_runs_the_explicit_path():
+    from types import SimpleNamespace
+
+    pytest.importorskip("tensorflow")
+    from backends.tensorflow.gpt import (
+        FUSED_KERAS2_API,
+        attention_api,
+        fused_unsupported_reason,
+    )
+
+    old_keras3 = SimpleNamespace(__version__="3.3.3", ops=SimpleNamespace())
+    keras2 = SimpleNamespace(__version__="2.12.0")
+    current = SimpleNamespace(ops=SimpleNamespace(dot_product_attention=None))
+    assert "no keras.ops.dot_product_attention" in fused_unsupported_reason(old_keras3, "fused")
+    assert fused_unsupported_reason(old_keras3, "math") is None
+    assert fused_unsupported_reason(keras2, "fused") is None and attention_api(keras2, "fused") == FUSED_KERAS2_API
+    assert fused_unsupported_reason(current, "fused") is None
+    assert attention_api(current, "fused").startswith("keras.ops.dot_product_attention")

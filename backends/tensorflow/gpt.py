@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from backends.tensorflow import compat
+from harness.errors import Unsupported
 from harness.workloads.gpt_train import LAYER_NORM_EPSILON, describe, init_std
 
 #: The record's api.attention of the explicit path, and what each Keras's `fused` is.
@@ -37,8 +38,18 @@ def attention_api(keras, attention: str) -> str:
 
 
 def has_fused_attention(keras) -> bool:
-    """Whether this Keras has keras.ops.dot_product_attention (Keras 3.? on; never Keras 2)."""
+    """Whether this Keras has keras.ops.dot_product_attention (later Keras 3 releases; never Keras 2)."""
     return hasattr(getattr(keras, "ops", None), "dot_product_attention")
+
+
+def fused_unsupported_reason(keras, attention: str) -> str | None:
+    """Why `attention: fused` cannot run with this Keras: a Keras 3 (it has keras.ops) from before
+    keras.ops.dot_product_attention, whose users have no fused attention API to call. Keras 2 has none either,
+    but its attention layer computes the explicit product: it runs that path and says so."""
+    if attention == "fused" and hasattr(keras, "ops") and not has_fused_attention(keras):
+        return (f"attention: fused on Keras {getattr(keras, '__version__', '3')}: this Keras 3 has no "
+                "keras.ops.dot_product_attention (later Keras 3 releases do); run attention: math, or a newer Keras")
+    return None
 
 
 def causal_attention(q, k, v, fused_op):
@@ -160,6 +171,9 @@ class KerasGPTPart:
     def build(self, p, ctx):
         """The model, its weights created (normal(0, 0.02), residual projections scaled) from the seeded Keras."""
         keras = ctx.framework
+        reason = fused_unsupported_reason(keras, p.attention)
+        if reason:
+            raise Unsupported(reason)
         Block = block_layer(keras)
         fused = p.attention == "fused"
         blocks = [ctx.block(Block(p.d_model, p.n_head, p.n_layer, fused, name=f"h{i}")) for i in range(p.n_layer)]
