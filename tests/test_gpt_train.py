@@ -153,16 +153,17 @@ def _jax(p, w, ids, targets):
     model = PART.build(p, BuildContext(seed=0, framework=None))
     params = params_of(w, p.n_layer)
     # the Flax module's own initialisation has the layout params_of fills
-    init = model.init(jax.random.PRNGKey(0), ids[:1].astype(np.int32))["params"]
+    # jitted: op by op, JAX compiles every primitive on its first use (a minute and a half on 2 busy cores)
+    init = jax.jit(model.init)(jax.random.PRNGKey(0), ids[:1].astype(np.int32))["params"]
     assert jax.tree_util.tree_structure(init) == jax.tree_util.tree_structure(params)
     optimizer = build_optimizer(GPT_TRAIN.training.optimizer(p), {})
 
     def loss(params):
         return cross_entropy(model.apply({"params": params}, ids.astype(np.int32)), targets.astype(np.int32))
 
-    first, grads = jax.value_and_grad(loss)(params)
+    first, grads = jax.jit(jax.value_and_grad(loss))(params)
     updates, _ = optimizer.update(grads, optimizer.init(params), params)
-    return float(first), float(loss(optax.apply_updates(params, updates))), parameter_count(init)
+    return float(first), float(jax.jit(loss)(optax.apply_updates(params, updates))), parameter_count(init)
 
 
 RUNNERS = {"torch": _torch, "tensorflow": _tensorflow, "jax": _jax}
