@@ -58,7 +58,7 @@ def test_every_class_is_reached_by_the_fixtures_and_unknown_names_are_other():
 
 def test_a_table_naming_an_unknown_class_is_refused():
     with pytest.raises(ValueError, match="unknown breakdown classes"):
-        Rules([("attention", "flash")])
+        Rules([("flops", "gemm")])
 
 
 RULES = Rules([("conv", "conv"), ("matmul", "gemm"), ("copy", "memcpy")])
@@ -225,3 +225,13 @@ def test_a_large_unclassified_share_is_warned_of_with_the_names_to_add():
     profile_run(lambda steps, where: capture(spans, window=(0.0, 2.0), steps=1, activity="cpu"), 2.0, None, warnings)
     assert warnings == ["profile: 50% of the busy time matched no rule of the backend's table (other), "
                         "e.g. fancy_new_kernel"]
+
+
+def test_fused_attention_is_its_own_class_and_the_explicit_path_is_matmul_reduce_and_elementwise():
+    cudnn = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0"
+    assert all(rules.classify(cudnn) == "attention" for rules in TABLES.values())  # not a convolution (fprop)
+    assert TORCH_RULES.classify("aten::scaled_dot_product_attention") == "attention"
+    explicit = {"aten::matmul": "matmul", "aten::softmax": "reduce", "aten::masked_fill": "elementwise"}
+    assert {name: TORCH_RULES.classify(name) for name in explicit} == explicit
+    assert TF_RULES.classify("_MklBatchMatMulV2") == "matmul" and TF_RULES.classify("_MklSoftmax") == "reduce"
+    assert CLASSES.index("attention") == CLASSES.index("matmul") + 1

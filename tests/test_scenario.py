@@ -181,7 +181,8 @@ def test_every_bundled_scenario_is_valid():
     from harness.scenario.load import load_scenarios
 
     names = {p.stem for p in bundled_scenarios()}
-    assert {"quickstart", "gemm", "gpu_comparison", "resnet50_train", "mixed_precision", "recompute", "graph_capture"} <= names
+    assert {"quickstart", "gemm", "gpu_comparison", "resnet50_train", "mixed_precision", "recompute", "graph_capture",
+            "transformer"} <= names
     for path in bundled_scenarios():
         assert load_scenarios(path)
 

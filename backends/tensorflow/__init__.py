@@ -155,7 +155,8 @@ class TensorFlowBackend(Backend):
     #: runs every training workload (Workload.training) with its model part: a custom loop or Keras's model.fit
     trainer: ClassVar[str | None] = "backends.tensorflow.train"
     #: model parts this backend carries for the bundled training workloads
-    parts: ClassVar[dict[str, str]] = {"resnet50_train": "backends.tensorflow.resnet50:PART"}
+    parts: ClassVar[dict[str, str]] = {"resnet50_train": "backends.tensorflow.resnet50:PART",
+                                       "gpt_train": "backends.tensorflow.gpt:PART"}
     #: `execution: default` is model.fit at Keras's own defaults (backends.tensorflow.fit)
     trains_by_default: ClassVar[bool] = True
     missing_modes: ClassVar[dict[str, str]] = {"cuda_graph": NO_CUDA_GRAPH}

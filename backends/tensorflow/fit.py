@@ -30,7 +30,7 @@ from backends.tensorflow.optimizer import keras_optimizer
 from backends.tensorflow.recompute import recompute_api
 from backends.tensorflow.step import part_name
 from harness.seam.adapter import Prepared
-from harness.workloads.training import OptimizerSpec
+from harness.workloads.training import OptimizerSpec, items_per_replica_step
 
 #: The record's api.loss of the neutral cross-entropy under model.fit.
 KERAS_CROSS_ENTROPY = "keras.losses.SparseCategoricalCrossentropy(from_logits=True) on float32 logits, mean"
@@ -173,7 +173,7 @@ def prepare_fit(workload, part, params, model, inputs, options: dict, api: dict)
     if training.images:
         api["memory_format"] = f"keras data_format={params.memory_format!r}"
     api["recompute"] = recompute_api(params.recompute, 0, getattr(part, "block_name", "block"), under_fit=True)
-    field, per_step = per_step_field(training), float(params.batch_size)
+    field, per_step = per_step_field(training), items_per_replica_step(workload, params)
     fitted = FitTraining(model, dataset, steps, (field, per_step), inputs.fingerprint, resolved,
                          training.parameters(params), None if host is None else host.bytes_per_step)
     return Prepared(step=fitted.step, api=api, checks=fitted.checks, timing_fields=fitted.timing_fields,

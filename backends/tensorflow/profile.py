@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from backends.tensorflow import compat
 from harness.timing import xspace
-from harness.timing.profile import GPU_LIBRARY_RULES, Capture, Rules
+from harness.timing.profile import ATTENTION_RULE, GPU_LIBRARY_RULES, Capture, Rules
 from harness.timing.xspace import XEvent, XSpaceProfiler, newest_xspace
 
 #: The annotation (a TraceMe) around the profiled steps: its span on the host plane is the window.
@@ -24,6 +24,7 @@ WINDOW = "harness.profiled_steps"
 #: TensorFlow's and XLA's names first, then the NVIDIA libraries'. XLA's fusions are classed by their kind
 #: (a loop fusion is elementwise, an input fusion a reduction), as one kernel fuses several ops.
 TF_RULES = Rules([
+    ATTENTION_RULE,
     ("comm", r"collective|ncclallreduce"),
     ("copy", r"^_(send|recv)$|_host(send|recv)|copytodevice|memcpy"),
     ("layout", r"transpose_fusion|copy\w*_fusion|^(loop|input)_\w*transpose|swapdimension|shuffleintensor3|"

@@ -37,7 +37,7 @@ from backends.tensorflow.step import (
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunContext, RunInputs
 from harness.seam.distributed import collective_env
-from harness.workloads.training import BuildContext
+from harness.workloads.training import BuildContext, items_per_replica_step, part_api
 
 #: The Keras dtype policy for each neutral precision (TF32 is float32 with TF32 matmul/conv on).
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp_fp16": "mixed_float16", "amp_bf16": "mixed_bfloat16"}
@@ -98,6 +98,7 @@ def build_model(part, params, dev, seed: int, api: dict):
     describe = getattr(part, "describe", None)
     api["model"] = describe(params) if describe is not None else (
         f"{type(model).__name__} {model.name!r} from the model part {part_name(part)}")
+    api.update(part_api(part, params))
     return model, ctx
 
 
@@ -205,7 +206,7 @@ class Training:
 
     def timing_fields(self) -> dict:
         """The tf.function's trace count, the items of one step, and the loss scale under amp_fp16."""
-        items = float(self.params.batch_size * self.params.grad_accum)
+        items = items_per_replica_step(self.workload, self.params)
         out = {"traces": self.step_fn.traces(), per_step_field(self.workload.training): items}
         if self.inputs.pipeline is not None:
             out["host_to_device_bytes_per_step"] = self.inputs.pipeline.bytes_per_step

@@ -94,7 +94,8 @@ class TorchBackend(Backend):
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {"gemm": technique_values("gemm")}
     modules: ClassVar[dict[str, str]] = {"gemm": "backends.torch.gemm"}
     trainer: ClassVar[str | None] = "backends.torch.train"
-    parts: ClassVar[dict[str, str]] = {"resnet50_train": "backends.torch.resnet50:PART"}
+    parts: ClassVar[dict[str, str]] = {"resnet50_train": "backends.torch.resnet50:PART",
+                                       "gpt_train": "backends.torch.gpt:PART"}
     #: `execution: default` is the plain Python training loop, what a torch user writes
     trains_by_default: ClassVar[bool] = True
     missing_modes: ClassVar[dict[str, str]] = {"graph": NO_GRAPH_MODE}

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any, Callable, Iterator
 
 from harness.timing.profile import (
+    ATTENTION_RULE,
     GPU_LIBRARY_RULES,
     WINDOW,
     Capture,
@@ -26,6 +27,7 @@ from harness.timing.profile import (
 #: torch's names first (Inductor's Triton kernels by kind: one kernel fuses several ops; ATen's CUDA
 #: kernels and CPU ops), then the NVIDIA libraries'. docs/profile.md explains each class.
 TORCH_RULES = Rules([
+    ATTENTION_RULE,
     ("comm", r"c10d::|gloo|nccl"),
     ("copy", r"direct_copy_kernel|aten::copy_|aten::_to_copy|^aten::to$|aten::clone"),
     ("matmul", r"triton_tem_|triton_.*_mm_|extern_kernels\.(mm|addmm|bmm)"),
@@ -36,7 +38,7 @@ TORCH_RULES = Rules([
     ("matmul", r"aten::(mm|addmm|bmm|matmul|linear)\b|addmmbackward|mmbackward"),
     ("layout", r"aten::(contiguous|permute|transpose|t)$|channels_last"),
     ("reduce", r"reduce_kernel|aten::(sum|mean|max|min|amax|norm)\b|softmax|nll_loss|cross_entropy|pool"),
-    ("elementwise", r"aten::(add|mul|sub|div|relu|threshold|fill|zero|addcmul|addcdiv|sqrt|lerp|where|neg)|"
+    ("elementwise", r"aten::(add|mul|sub|div|relu|threshold|fill|zero|addcmul|addcdiv|sqrt|lerp|where|neg|gelu)|"
                     r"_foreach_|relubackward|threshold_backward|clamp|cast"),
     *GPU_LIBRARY_RULES,
 ])

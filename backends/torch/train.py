@@ -28,7 +28,12 @@ from backends.torch.step import (
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import Workload
-from harness.workloads.training import BuildContext, ModelPart
+from harness.workloads.training import (
+    BuildContext,
+    ModelPart,
+    items_per_replica_step,
+    part_api,
+)
 
 
 def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> Prepared:
@@ -43,6 +48,7 @@ def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> P
             raise Unsupported(reason)
     channels_last = training.images and p.memory_format == "channels_last"
     model, n_params = build_model(part, p, device.torch, run, api, images=training.images)
+    api.update(part_api(part, p))
     distributed = None
     if run.replica is not None:
         model, api["distribution"], distributed = data_parallel(model, device, p, run.options.get("optimize_ddp", "ddp_optimizer"))
@@ -57,14 +63,17 @@ def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> P
     step = build_step(p.execution, mode, train_step, optimizer, losses, api, feed)
     checks = partial(training_checks, model, losses, n_params, feed.fingerprint)
     return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
-                    timing_fields=partial(timing_fields, p, feed, amp.scaler, images=training.images))
+                    timing_fields=partial(timing_fields, p, feed, amp.scaler, images=training.images,
+                                          items=items_per_replica_step(workload, p)))
 
 
-def timing_fields(p, feed: Feed, scaler=None, *, images: bool = True) -> dict:
+def timing_fields(p, feed: Feed, scaler=None, *, images: bool = True, items: float | None = None) -> dict:
     """The items one step trains on per replica (`images_per_step` for an image workload, else `items_per_step`);
     under inputs: host, the bytes each step copied from host to device; under amp_fp16, GradScaler's loss scale
-    after the timed blocks (as TensorFlow's and JAX's records give theirs)."""
-    out = {"images_per_step" if images else "items_per_step": float(p.batch_size * p.grad_accum)}
+    after the timed blocks (as TensorFlow's and JAX's records give theirs). `items`: the workload's items of one
+    replica's step (a language model's tokens), else batch_size * grad_accum."""
+    out = {"images_per_step" if images else "items_per_step": float(p.batch_size * p.grad_accum) if items is None
+           else items}
     if feed.bytes_per_step:
         out["host_to_device_bytes_per_step"] = feed.bytes_per_step
     if scaler is not None:
@@ -106,6 +115,9 @@ def build_model(part: ModelPart, p, dev, run: RunInputs, api: dict, *, images: b
     if recompute is not None:
         ctx.recompute = recompute
     model = part.build(p, ctx)
+    describe = getattr(part, "describe", None)
+    if describe is not None:
+        api["model"] = describe(p)
     n_params = sum(t.numel() for t in model.parameters() if t.requires_grad)
     model = model.to(dev)
     if images and p.memory_format == "channels_last":

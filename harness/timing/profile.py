@@ -33,7 +33,7 @@ from typing import Any, Callable
 #: The annotation every backend's profiler puts around the profiled steps: its span on the trace is the window.
 WINDOW = "harness.profiled_steps"
 #: The classes of a breakdown, in display order; `idle` is beside them, never one of them.
-CLASSES = ("conv", "matmul", "norm", "elementwise", "reduce", "layout", "copy", "comm", "other")
+CLASSES = ("conv", "matmul", "attention", "norm", "elementwise", "reduce", "layout", "copy", "comm", "other")
 #: A GPU step whose window exceeds its busy time by this factor waits on the host (launch-bound).
 HOST_BOUND_RATIO = 1.25
 #: How many kernels or ops by time a breakdown lists.
@@ -55,6 +55,14 @@ def profiled_calls(steps_per_block: int | None) -> int:
     """How many calls of the step a run profiles: a timed block's worth, within PROFILED_STEPS..MAX_PROFILED_CALLS."""
     return max(PROFILED_STEPS, min(int(steps_per_block or 0), MAX_PROFILED_CALLS))
 
+
+#: Fused attention, whoever ships it: FlashAttention (`pytorch_flash::flash_fwd_kernel`, FA3/FA4's `flash_fwd_sm90`),
+#: the memory-efficient CUTLASS kernels (`fmha_cutlassF`), cuDNN's fused attention (`..._sdpa_..._flash_fprop_...`),
+#: and the ops that call them (`aten::scaled_dot_product_attention`, its CPU flash op). Every backend's table puts it
+#: first: these names also say `fprop`, `cutlass` or `gemm`, which would make them a convolution or a matmul.
+#: An explicit softmax(QK^T)V is no attention kernel: it shows as matmul, reduce and elementwise.
+ATTENTION_RULE = ("attention", r"flash_?(fwd|bwd|attn|attention)|fmha|sdpa|efficient_attention|"
+                              r"scaled_dot_product|dot_product_attention|flashattention|fused_?attention")
 
 #: The NVIDIA libraries' kernel names, which no framework owns (cuDNN, cuBLAS, CUTLASS, NCCL, the CUDA
 #: runtime's copies): a backend's table puts its own framework's names first and ends with these. Order

@@ -23,7 +23,8 @@ ENTRY_POINT_GROUP = "harness.workloads"
 
 #: The bundled workloads, also found when the package's entry points are not installed (a source checkout).
 BUILTIN_WORKLOADS = {"gemm": "harness.workloads.gemm:GEMM",
-                     "resnet50_train": "harness.workloads.resnet50_train:RESNET50_TRAIN"}
+                     "resnet50_train": "harness.workloads.resnet50_train:RESNET50_TRAIN",
+                     "gpt_train": "harness.workloads.gpt_train:GPT_TRAIN"}
 
 #: Workloads that failed to load, by entry-point name, with the error (shown by `harness list`).
 BROKEN: dict[str, str] = {}

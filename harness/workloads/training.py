@@ -103,12 +103,25 @@ class BuildContext:
 class ModelPart(Protocol):
     """The part of a training workload only one framework knows: its model. A part may also define
     `loss(outputs, labels)` in the framework's ops, which replaces the workload's neutral `loss`;
-    `describe(params)`, the record's `api.model` (else the first paragraph of the part's docstring); and
+    `describe(params)`, the record's `api.model` (else the first paragraph of the part's docstring);
+    `api(params)`, further record `api` entries the part decides (which attention ran, say); and
     `block_name`, what `api.recompute` calls one block (`Bottleneck`)."""
 
     def build(self, params: Any, ctx: BuildContext) -> Any:
         """The model (a torch `nn.Module` or a Keras `Model` seeded from ctx.seed; a Flax `Module`, which the
         trainer initialises from ctx.seed), each of its blocks passed through ctx.block."""
+
+
+def items_per_replica_step(workload: Any, params: Any) -> float:
+    """The items one training step trains on in one replica (images, samples, tokens): the workload's
+    items_per_step over its replicas, every micro-batch counted."""
+    return float(workload.items_per_step(params)) / workload.replicas(params)
+
+
+def part_api(part: ModelPart, params: Any) -> dict[str, str]:
+    """The record `api` entries a model part adds through its optional `api(params)` ({} where it has none)."""
+    extra = getattr(part, "api", None)
+    return dict(extra(params)) if extra is not None else {}
 
 
 def missing_training_fields(params_model) -> list[str]:

@@ -14,7 +14,7 @@ from harness.results.record import Result
 BY = ["backend", "execution"]
 #: One colour per class, idle grey, fixed so that every plot reads the same.
 CLASS_COLOURS = {
-    "conv": "#1f77b4", "matmul": "#ff7f0e", "norm": "#2ca02c", "elementwise": "#d62728", "reduce": "#9467bd",
+    "conv": "#1f77b4", "matmul": "#ff7f0e", "attention": "#393b79", "norm": "#2ca02c", "elementwise": "#d62728", "reduce": "#9467bd",
     "layout": "#8c564b", "copy": "#e377c2", "comm": "#bcbd22", "other": "#17becf", "idle": "#c7c7c7",
 }
 

@@ -60,7 +60,8 @@ class JaxBackend(Backend):
     workloads: ClassVar[dict[str, dict[str, tuple[Any, ...]]]] = {"gemm": technique_values("gemm")}
     modules: ClassVar[dict[str, str]] = {"gemm": "harness_jax.gemm"}
     trainer: ClassVar[str | None] = "harness_jax.train"
-    parts: ClassVar[dict[str, str]] = {"resnet50_train": "harness_jax.resnet50:PART"}
+    parts: ClassVar[dict[str, str]] = {"resnet50_train": "harness_jax.resnet50:PART",
+                                       "gpt_train": "harness_jax.gpt:PART"}
     trains_by_default: ClassVar[bool] = True
     missing_modes: ClassVar[dict[str, str]] = {"graph": NO_GRAPH_MODE, "cuda_graph": NO_CUDA_GRAPH}
     refused_on_cpu: ClassVar[dict[tuple[str, Any], str]] = {("precision", "tf32"): TF32_ON_CPU}

@@ -4,8 +4,9 @@
 what a JAX user's loop does with an in-memory dataset (Flax's examples' prefetch_to_device): before the step on
 batch i is dispatched, jax.device_put of batch i+1 is issued, so its copy overlaps the step; the step consumes
 the batch put during the step before. An image workload's images are in the model's layout (transposed to NHWC
-on the host under channels_last); labels are int32 (JAX keeps 64-bit integers only with jax_enable_x64, which
-would change every default dtype).
+on the host under channels_last); labels, and integer features (a language model's token ids), are int32 (JAX
+keeps 64-bit integers only with jax_enable_x64, which would change every default dtype), read back as int64 for
+the fingerprint, as the other backends hold them.
 """
 
 from __future__ import annotations
@@ -53,6 +54,16 @@ def _example(features: np.ndarray) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct((1, *features.shape[1:]), features.dtype)
 
 
+def _x32(features: np.ndarray) -> np.ndarray:
+    """Integer features as int32 (JAX without x64); float features as they are."""
+    return features.astype(np.int32) if np.issubdtype(features.dtype, np.integer) else features
+
+
+def _neutral(features: np.ndarray) -> np.ndarray:
+    """Features read back from the device in the neutral dtype: integers as int64."""
+    return features.astype(np.int64) if np.issubdtype(features.dtype, np.integer) else features
+
+
 def build_feed(training: Training, p, device, run: RunInputs, channels_last: bool) -> Feed:
     """The run's feed: the host dataset under `inputs: host`, else one batch resident on the device."""
     if getattr(p, "inputs", "device") == "host":
@@ -63,13 +74,14 @@ def build_feed(training: Training, p, device, run: RunInputs, channels_last: boo
 def device_feed(training: Training, p, device, run: RunInputs, channels_last: bool) -> Feed:
     """One batch from the seed on the device, reused by every step; its fingerprint read back from the device."""
     features_host, labels_host = training.batch(p, run.seed, channels_last=channels_last, probe=run.probe)
+    features_host = _x32(features_host)
     example = _example(features_host)
     features = device.put(features_host)
     labels = device.put(labels_host.astype(np.int32))
     del features_host, labels_host
     # what reached the device, read back in the neutral layout (NCHW images, int64 labels): equal on two backends
     # means equal inputs
-    back = np.asarray(features)
+    back = _neutral(np.asarray(features))
     if channels_last:
         back = back.transpose(0, 3, 1, 2)
     inputs_fingerprint = fingerprint(back, np.asarray(labels).astype(np.int64))
@@ -95,13 +107,13 @@ def prefetched(put: Callable[[Any], Any], batches: list) -> Callable[[], tuple[A
 
 def host_feed(training: Training, p, device, run: RunInputs, channels_last: bool) -> Feed:
     """The host dataset in the model's layout with int32 labels, fed by prefetched jax.device_put."""
-    batches = [(x, y.astype(np.int32)) for x, y in host_batches(training.batch, p, run.seed,
+    batches = [(_x32(x), y.astype(np.int32)) for x, y in host_batches(training.batch, p, run.seed,
                                                                  channels_last=channels_last, probe=run.probe)]
     nbytes = batch_bytes(*batches[0])
     inputs_fingerprint = None
     if not run.probe:
         check = prefetched(device.put, batches)
-        inputs_fingerprint = dataset_fingerprint(lambda: tuple(np.asarray(a) for a in check()), channels_last)
+        inputs_fingerprint = dataset_fingerprint(lambda: tuple(_neutral(np.asarray(a)) for a in check()), channels_last)
     described = f"jax.device_put of the next batch issued {AHEAD} step ahead (prefetch), labels int32"
     if not device.is_gpu:
         described += " (on the CPU the copy stays in host memory)"

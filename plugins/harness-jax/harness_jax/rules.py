@@ -6,11 +6,12 @@ real names (tests/test_profile.py) in every environment, with JAX installed or n
 
 from __future__ import annotations
 
-from harness.timing.profile import GPU_LIBRARY_RULES, Rules
+from harness.timing.profile import ATTENTION_RULE, GPU_LIBRARY_RULES, Rules
 
 #: XLA's names first: fusions by their kind (a loop fusion is elementwise, an input fusion a reduction, as
 #: one kernel fuses several HLO ops), then HLO ops, then the NVIDIA libraries'.
 JAX_RULES = Rules([
+    ATTENTION_RULE,
     ("comm", r"nccl|all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all"),
     ("copy", r"^copy-(start|done)|memcpy"),
     ("layout", r"transpose|copy\w*_fusion|^copy(\.\d+)?$"),

@@ -23,7 +23,12 @@ import optax
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import Workload
-from harness.workloads.training import BuildContext, OptimizerSpec
+from harness.workloads.training import (
+    BuildContext,
+    OptimizerSpec,
+    items_per_replica_step,
+    part_api,
+)
 from harness_jax import EAGER_TRAINING
 from harness_jax.inputs import Feed, build_feed
 from harness_jax.precision import initial_loss_scale, precision_api
@@ -51,7 +56,8 @@ def prepare(workload: Workload, part, p, device, run: RunInputs) -> Prepared:
     if compute != "float32" and not device.is_gpu:
         run.ctx.warnings.append(f"{compute} on the CPU: XLA's CPU emulates it; not a guide to any GPU")
     trained = TrainingRun(p, device, call, jax.device_put(state, device.jax), feed, parameter_count(params),
-                          "images_per_step" if training.images else "items_per_step")
+                          ("images_per_step" if training.images else "items_per_step",
+                           items_per_replica_step(workload, p)))
     return Prepared(step=trained.step, api=api, checks=trained.checks, timing_fields=trained.timing_fields,
                     close=trained.close)
 
@@ -77,7 +83,10 @@ def build_model(part, p, seed: int, channels_last: bool, api: dict) -> nn.Module
     ctx = BuildContext(seed=seed, framework=nn, layout="channels_last" if channels_last else "channels_first",
                        precision=p.precision, recompute=remat if p.recompute == "blocks" else (lambda block: block))
     model = part.build(p, ctx)
-    api["model"] = " ".join((inspect.getdoc(part) or type(part).__name__).split("\n\n")[0].split())
+    describe = getattr(part, "describe", None)
+    api["model"] = describe(p) if describe is not None else " ".join(
+        (inspect.getdoc(part) or type(part).__name__).split("\n\n")[0].split())
+    api.update(part_api(part, p))
     if p.recompute == "blocks" and not wrapped:
         raise Unsupported("recompute: blocks, but the model part passes no block through BuildContext.block: "
                           "there is nothing to recompute")
@@ -166,9 +175,9 @@ def xla_command_buffers() -> str:
 class TrainingRun:
     """A built training run: the state the step updates, the timed step, and what is read after it."""
 
-    def __init__(self, p, device, call, state: TrainState, feed: Feed, n_params: int, items_field: str):
+    def __init__(self, p, device, call, state: TrainState, feed: Feed, n_params: int, items: tuple[str, float]):
         self.p, self.device, self.call, self.feed = p, device, call, feed
-        self.n_params, self.items_field = n_params, items_field
+        self.n_params, self.items = n_params, items
         self.holder: dict[str, Any] = {"state": state}
         self.losses: dict[str, Any] = {}
 
@@ -191,7 +200,7 @@ class TrainingRun:
 
     def timing_fields(self) -> dict:
         """The items (images) of one step, jax.jit's compilations, and the loss scale under amp_fp16."""
-        out: dict[str, Any] = {self.items_field: float(self.p.batch_size * self.p.grad_accum)}
+        out: dict[str, Any] = {self.items[0]: self.items[1]}
         if self.feed.bytes_per_step:
             out["host_to_device_bytes_per_step"] = self.feed.bytes_per_step
         size = getattr(self.call, "_cache_size", None)
