@@ -379,3 +379,14 @@ def test_a_search_stopped_by_a_kernel_bound_says_kernel_with_the_memory_still_fr
     assert record.median == 2674 and record.checks.limited_by == "kernel"
     reserved = runner.footprint(2674) * 5 // 4
     assert record.checks.memory_free_bytes == 141 * GIB - reserved > 20 * GIB
+
+
+def test_a_scenario_states_the_steps_a_probe_trains_and_fewer_than_two_is_refused():
+    from pydantic import ValidationError
+
+    from harness.scenario.schema import CAPACITY_STEPS, Capacity
+
+    assert Capacity().steps == CAPACITY_STEPS == capacity.PROBE_STEPS >= 10
+    assert Capacity(steps=3).steps == 3
+    with pytest.raises(ValidationError):
+        Capacity(steps=1)

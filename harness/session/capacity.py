@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from harness.results.record import Result, utc_now
+from harness.scenario.schema import CAPACITY_STEPS
 from harness.session.capacity_answer import (
     Answer,
     capacity_record,
@@ -38,10 +39,9 @@ from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec, new_id, run_key
 from harness.session.runner import Runner, SessionOutcome
 
-#: Steps a probe trains (its first step included): the answer is a batch that trained this many, not two, so
-#: that an allocator that fragments (memory reserved but unusable, seen growing over a run's first steps) runs
-#: out here rather than in a user's run some steps later; few enough to repeat a dozen times.
-PROBE_STEPS = 10
+#: Steps a probe trains by default, its first included (a scenario's `capacity.steps`): the answer is a batch
+#: that trained this many, not two, so that the allocator's fragmentation shows in the search.
+PROBE_STEPS = CAPACITY_STEPS
 #: A probe's measure settings besides its steps. Its spec says it is one (`RunSpec.probe`): its worker skips
 #: telemetry, the launch probe and autotuning.
 PROBE_MEASURE = {"warmup": 0, "repeats": 1, "processes": 1, "min_time_s": None, "max_repeats": None,
