@@ -35,8 +35,8 @@ def device_classes() -> list[type]:
 
 
 def test_the_protocol_names_every_question_the_core_asks_of_a_device():
-    assert set(PROTOCOL) == {"identity", "clock", "scope", "reset_peak", "peak_allocated_bytes", "after_timing",
-                             "replica_peaks", "profile", "check_build"}
+    assert set(PROTOCOL) == {"identity", "clock", "scope", "reset_peak", "peak_allocated_bytes", "peak_reserved_bytes",
+                             "after_timing", "replica_peaks", "profile", "check_build"}
 
 
 @pytest.mark.parametrize("cls", device_classes(), ids=lambda cls: cls.__name__)
@@ -50,7 +50,7 @@ def test_the_defaults_are_no_scope_no_peak_no_extra_timing_and_no_replica_peaks(
     device = DeviceDefaults()
     assert isinstance(device.scope(), contextlib.nullcontext)
     assert device.reset_peak() is None
-    assert device.peak_allocated_bytes() is None
+    assert device.peak_allocated_bytes() is None and device.peak_reserved_bytes() is None
     assert device.after_timing(lambda: None, None, None, RunContext()) == {}
     assert device.replica_peaks() is None
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness.results.record import Result
 from harness.scenario.schema import parse_resolution
-from harness.session import capacity_answer, capacity_search
+from harness.session import capacity, capacity_answer, capacity_search
 from harness.session.capacity import find_max_batch
 from harness.session.capacity_answer import fits, judge_probe
 from harness.session.capacity_search import probe_timeout
@@ -324,3 +324,69 @@ def test_past_a_pessimistic_model_s_guesses_the_search_climbs_in_tens_of_percent
     assert max(asked) <= 1.1 * true_limit + 1, asked  # never a doubling past the limit
     assert max(asked) < 2675  # nor past TensorFlow's tensor-size bound
     assert len(asked) <= 8, asked
+
+
+class ReservingRunner(MemoryRunner):
+    """A MemoryRunner whose fitting probes report the allocator's reserved peak, as torch's worker does on a GPU:
+    what is in use plus a slack that grows with the batch (fragmentation)."""
+
+    def execute(self, spec):
+        record = super().execute(spec)
+        if record.status != "ok":
+            return record
+        return record.updated(checks={"peak_reserved_bytes": self.footprint(spec.params["batch_size"]) * 5 // 4})
+
+
+def test_every_probe_trains_the_stated_steps_and_the_record_says_how_many():
+    class StepsRunner(ScriptedRunner):
+        def execute(self, spec):
+            self.steps.append(spec.measure.steps)  # timed steps, after the first
+            return super().execute(spec)
+
+    runner = StepsRunner(lambda batch, timeout: ("ok", None) if batch <= 1000 else ("oom", "out of memory"))
+    runner.steps = []
+    (record,) = find_max_batch(runner, [spec()], start=256, limit=4096, resolution=64).records
+    assert capacity.PROBE_STEPS >= 10  # fragmentation shows only after some steps
+    assert record.checks.steps_trained == capacity.PROBE_STEPS
+    assert set(runner.steps) == {capacity.PROBE_STEPS - 1} and len(runner.steps) == len(record.checks.probes)
+    (record,) = find_max_batch(ScriptedRunner(runner.script), [spec()], start=256, limit=4096, resolution=64,
+                               steps=25).records
+    assert record.checks.steps_trained == 25 and record.to_dict()["checks"]["steps_trained"] == 25
+    with pytest.raises(ValueError, match="at least 2 steps"):
+        capacity.probe_measure(1)
+
+
+def test_the_record_keeps_the_reserved_peak_of_its_answer_and_none_where_the_framework_keeps_none():
+    runner = ReservingRunner(per_image=34 << 20, fixed=600 << 20, device=141 * GIB, usable=100 * GIB)
+    (record,) = find_max_batch(runner, [spec()], start=256, limit=16384, resolution=64).records
+    best = int(record.median)
+    assert record.checks.peak_reserved_bytes == runner.footprint(best) * 5 // 4
+    assert record.checks.peak_reserved_bytes > record.peak_allocated_bytes
+    assert record.checks.limited_by == "memory" and record.checks.memory_free_bytes is None
+    # on the CPU (or TensorFlow, whose memory info has no reserved figure) the worker reports none: None, not 0
+    (record,) = find_max_batch(MemoryRunner(34 << 20, 600 << 20, 141 * GIB, 100 * GIB), [spec()], start=256,
+                               limit=16384, resolution=64).records
+    assert "peak_reserved_bytes" in record.to_dict()["checks"] and record.checks.peak_reserved_bytes is None
+
+
+def test_a_search_stopped_by_a_kernel_bound_says_kernel_with_the_memory_still_free():
+    runner = ReservingRunner(per_image=34 << 20, fixed=600 << 20, device=141 * GIB, usable=138 * GIB)
+    base = runner.script
+    runner.script = lambda batch, timeout: (("oom", "ResourceExhaustedError: OOM when allocating tensor")
+                                            if batch >= 2675 else base(batch, timeout))
+    (record,) = find_max_batch(runner, [replace(spec(), backend="tensorflow")], start=256, limit=16384,
+                               resolution="2%").records
+    assert record.median == 2674 and record.checks.limited_by == "kernel"
+    reserved = runner.footprint(2674) * 5 // 4
+    assert record.checks.memory_free_bytes == 141 * GIB - reserved > 20 * GIB
+
+
+def test_a_scenario_states_the_steps_a_probe_trains_and_fewer_than_two_is_refused():
+    from pydantic import ValidationError
+
+    from harness.scenario.schema import CAPACITY_STEPS, Capacity
+
+    assert Capacity().steps == CAPACITY_STEPS == capacity.PROBE_STEPS >= 10
+    assert Capacity(steps=3).steps == 3
+    with pytest.raises(ValidationError):
+        Capacity(steps=1)

@@ -409,7 +409,7 @@ def test_capacity_flags_override_the_file_and_a_resume_keeps_them(tmp_path, fake
     assert probes[0] == 4 and max(probes) == 64  # started at 4, never beyond the limit
     assert record["checks"]["search"].startswith("doubling from 4") and "within 4; limit 64" in record["checks"]["search"]
     assert 33 <= record["median"] <= 37  # within the resolution of the true limit, 37
-    assert all(entry["capacity"] == {"start": 4, "limit": 64, "resolution": 4} for entry in stored.plan)
+    assert all(entry["capacity"] == {"start": 4, "limit": 64, "resolution": 4, "steps": 10} for entry in stored.plan)
     assert stored.settings.capacity_start == 4 and stored.settings.capacity_resolution == 4
     sid = session.session_id
     refused = _invoke("run", "--resume", sid, "--capacity-start", "8", "--store", str(db), "--dry-run")

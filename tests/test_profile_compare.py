@@ -48,6 +48,17 @@ def test_pairs_put_each_side_beside_its_baseline_with_the_difference():
                                "+19.00 ms reduce")
 
 
+def test_a_class_no_stored_profile_knew_is_left_out_not_shown_as_zero():
+    stored = records()
+    for r in stored:  # profiles stored before the attention class existed
+        del r["profile"]["classes_s"]["attention"]
+    (pair,) = breakdown_pairs([Result.from_dict(r) for r in stored], ["backend", "execution"])
+    assert "attention" not in pair.parts and {"conv", "norm", "idle"} <= set(pair.parts)
+    assert "attention" not in breakdown_text([pair], width=100)
+    (fresh,) = breakdown_pairs([Result.from_dict(r) for r in records()], ["backend", "execution"])
+    assert "attention" in fresh.parts
+
+
 def test_records_without_a_breakdown_are_refused_with_the_way_to_get_one():
     plain = [Result.from_dict({**r, "profile": {}}) for r in records()]
     with pytest.raises(InputError, match="--profile"):

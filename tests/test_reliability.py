@@ -400,7 +400,8 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
         "name": "cap-torch", "workload": "resnet50_train", "params": {"image_size": 32},
         "measure": {"warmup": 0, "steps": 1, "repeats": 1, "timeout_s": 300, **ONE_PROCESS},
         "backends": ["torch"], "devices": ["cpu"],
-        "capacity": {"start": 16, "limit": 4096, "resolution": 32},
+        # two steps a probe: this is the search against a real allocator's limit, not fragmentation over steps
+        "capacity": {"start": 16, "limit": 4096, "resolution": 32, "steps": 2},
     })
     db = tmp_path / "cap.db"
     code, out, err = harness_cli("run", path, "--store", str(db), "--memory-limit", "1.5GiB")
@@ -419,6 +420,7 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
     # time out twice or die by a signal under the limit, which the search counts as not fitting (and says so)
     larger = [Result.from_dict(r) for r in rows if r.get("probe_of") and r["params"]["batch_size"] > bad]
     assert all(fits(r, smaller_fit=True, host_limit=True) is False for r in larger), why
+    assert capacity["checks"]["steps_trained"] == 2
     # a probe reads no batch back to hash it (seconds at the batches probes reach on a GPU)
     assert all((r.get("checks") or {}).get("inputs_fingerprint") is None for r in rows if r.get("probe_of"))
 

@@ -111,6 +111,13 @@ def peak_allocated_bytes(device) -> int | None:
     return int(torch.cuda.max_memory_allocated(device))
 
 
+def peak_reserved_bytes(device) -> int | None:
+    """The CUDA caching allocator's reserved peak since reset_peak_memory; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    return int(torch.cuda.max_memory_reserved(device))
+
+
 def identity(neutral: str, device) -> dict:
     """The record fields that say where and with what a run ran, the same for every workload."""
     return {"device": neutral, "device_name": device_name(device), "framework_version": torch.__version__,
@@ -204,6 +211,10 @@ class TorchDevice(DeviceDefaults):
     def peak_allocated_bytes(self) -> int | None:
         """The CUDA allocator's peak since reset_peak; None on the CPU."""
         return peak_allocated_bytes(self.torch)
+
+    def peak_reserved_bytes(self) -> int | None:
+        """The CUDA allocator's reserved peak since reset_peak; None on the CPU."""
+        return peak_reserved_bytes(self.torch)
 
     def profile(self, step: Callable[[], Any], steps: int, trace_dir: str | None):
         """torch.profiler around `steps` more steps (backends.torch.profile): CUDA kernels on a GPU, the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from harness.present.fitting import describe, terminal_width, wrap
-from harness.results.compare.breakdown import PARTS, Pair
+from harness.results.compare.breakdown import Pair
 
 #: Below this width the shares of the step are left out (the milliseconds and the difference stay).
 SHARES_FROM = 100
@@ -32,12 +32,12 @@ def pair_lines(pair: Pair, width: int) -> list[str]:
     head = ["class", "baseline ms", "side ms", "diff ms"] + (["baseline %", "side %"] if shares else [])
     widths = [11, 11, 9, 9] + ([10, 7] if shares else [])
     room = width - sum(widths) - 2 * len(widths)
-    largest = max(abs(pair.diff_ms(p)) for p in PARTS)
+    largest = max(abs(pair.diff_ms(p)) for p in pair.parts)
     base_step, side_step = pair.baseline.step_ms, pair.value.step_ms
     lines = [describe(pair.where, width, lead="where: ") or "where: (every field compared)",
              wrap(pair.sentence().split(" "), width, sep=" ")]
     lines.append(_row(head, widths))
-    for part in PARTS:
+    for part in pair.parts:
         b, v = pair.baseline.ms[part], pair.value.ms[part]
         cells = [part, f"{b:.2f}", f"{v:.2f}", f"{pair.diff_ms(part):+.2f}"]
         if shares:

@@ -83,13 +83,33 @@ class PageSection(BaseModel):
         return [{"file": s} if isinstance(s, str) else s for s in stores] if isinstance(stores, list) else stores
 
 
+class AnswerPart(BaseModel):
+    """A workload of the page's first screen: its label and the comparison sections whose rows it draws on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    sections: list[str]
+
+
+class Answer(BaseModel):
+    """The page's answer: the first screen's workloads, and the file (beside the manifest) of the answer's prose,
+    a template whose figures the generator fills from the page's tables."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    template: str
+    parts: list[AnswerPart]
+
+
 class Manifest(BaseModel):
-    """The manifest file: its stores and the page's sections, in page order."""
+    """The manifest file: its stores, the page's answer, and the page's sections, in page order."""
 
     model_config = ConfigDict(extra="forbid")
 
     title: str
     stores: list[StoreEntry]
+    answer: Answer | None = None
     sections: list[PageSection]
 
     def entry(self, file: str) -> StoreEntry:
@@ -119,6 +139,13 @@ def load_manifest(path: str | Path) -> Manifest:
                 raise InputError(f"{path}: sections.{section.id}.stores: {store.file!r} is not a current store of the "
                                  f"manifest (current: {', '.join(sorted(current))})", source=str(path),
                                  field=f"sections.{section.id}.stores")
+    compared = {s.id for s in manifest.sections if s.kind == "compare"}
+    for i, part in enumerate(manifest.answer.parts if manifest.answer else []):
+        for name in part.sections:
+            if name not in compared:
+                raise InputError(f"{path}: answer.parts.{i}.sections: {name!r} is not a comparison section of the "
+                                 f"manifest (they are: {', '.join(sorted(compared))})", source=str(path),
+                                 field=f"answer.parts.{i}.sections")
     return manifest
 
 

@@ -77,6 +77,14 @@ class Checks(RecordPart):
     search_s: Number | None = None
     probe_seconds: Series | None = None
     batch_past_2_31_elements: int | None = None
+    #: the steps each probe of the search trained, its first included (the answer trained this many)
+    steps_trained: int | None = None
+    #: the framework allocator's reserved peak (memory held, used or not) over a run's steps: a run's own where its
+    #: framework keeps one (torch's max_memory_reserved on a GPU), a capacity record's of its answer's probe (None
+    #: where the framework keeps none)
+    peak_reserved_bytes: int | None = None
+    #: a capacity record limited by a kernel's bound: the device's memory its allocator had not reserved
+    memory_free_bytes: int | None = None
 
 
 class Profile(RecordPart):

@@ -210,6 +210,15 @@ class Result:
             memory = self.env.gpu_memory_bytes(_visible_gpu(device, self.env))
         return {"memory_bytes": memory, "sm_count": sms}
 
+    def gpu_uuid(self) -> str | None:
+        """The UUID of the host's GPU this run ran on (its `cuda:N` mapped through its CUDA_VISIBLE_DEVICES, as
+        NVML listed it); None off a GPU or where not listed."""
+        device = str(self.device or "")
+        if not device.startswith("cuda:"):
+            return None
+        index = _visible_gpu(device, self.env)
+        return next((g.uuid for g in self.env.gpus or () if g.index == index), None)
+
 
 def _visible_gpu(device: str, env: Environment) -> int:
     """The host's index (NVML's) of a `cuda:N` device, N mapped through the run's CUDA_VISIBLE_DEVICES."""

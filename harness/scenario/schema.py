@@ -47,6 +47,12 @@ def parse_resolution(value) -> int | str:
     raise ValueError(f"expected a whole number of images (e.g. 64) or a share of the answer (e.g. \"2%\"), got {value!r}")
 
 
+#: Steps a capacity probe trains by default, its first included: the answer is a batch that trained this many, so
+#: that an allocator that fragments (memory reserved but unusable, growing over a run's first steps) runs out in
+#: the search rather than in a user's run some steps later; few enough to repeat a dozen times.
+CAPACITY_STEPS = 10
+
+
 class Capacity(NumbersNotBooleans):
     """The `capacity:` block: search for the largest batch_size that trains without running out of memory."""
 
@@ -57,6 +63,8 @@ class Capacity(NumbersNotBooleans):
     #: how close the answer must be: a number of images (the bracket's width), or a share of the answer,
     #: "2%" (the bracket at most 2% of the largest batch that fit)
     resolution: int | str = Field(1)
+    #: the steps each probe trains, its first included (fewer than the default only to test the search itself)
+    steps: int = Field(CAPACITY_STEPS, ge=2, le=10_000)
 
     @field_validator("resolution")
     @classmethod

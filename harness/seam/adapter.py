@@ -64,6 +64,10 @@ class Device(Protocol):
     def peak_allocated_bytes(self) -> int | None:
         """The framework allocator's peak since reset_peak; None where the framework cannot say."""
 
+    def peak_reserved_bytes(self) -> int | None:
+        """The memory the framework's allocator held at its peak since reset_peak, in use or not (fragmentation
+        shows as reserved beyond allocated); None where the framework cannot say."""
+
     def after_timing(self, step: Callable[[], Any], timing: Timing, params, ctx: RunContext) -> dict:
         """Extra `timing` fields measured after the timed region (e.g. a launch-bound probe); may be {}."""
 
@@ -95,6 +99,10 @@ class DeviceDefaults:
 
     def peak_allocated_bytes(self) -> int | None:
         """None: the framework's allocator keeps no peak (the record has the host's RSS)."""
+        return None
+
+    def peak_reserved_bytes(self) -> int | None:
+        """None: the framework's allocator says nothing of what it holds beyond what is in use."""
         return None
 
     def after_timing(self, step: Callable[[], Any], timing: Timing, params, ctx: RunContext) -> dict:

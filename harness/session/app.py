@@ -305,7 +305,8 @@ def _search_groups(runner: Runner, prepared: PreparedSession, outcome: SessionOu
     """Each group's capacity search in turn, until one is interrupted or the store fails."""
     for search, specs in prepared.groups:
         try:
-            part = find_max_batch(runner, specs, start=search.start, limit=search.limit, resolution=search.resolution)
+            part = find_max_batch(runner, specs, start=search.start, limit=search.limit,
+                                  resolution=search.resolution, steps=search.steps)
         except StoreWriteError as exc:
             outcome.store_error = exc
             return

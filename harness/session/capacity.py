@@ -5,8 +5,8 @@ between the last batch that fit and the first that did not, each probe in its ow
 so an out-of-memory never leaks into the next probe. One result record per configuration, with
 metric `max_batch_size`; every probe is stored too (marked `probe_of`), so nothing measured is lost.
 
-A probe is cheap: the first step and one more, no warm-up, no telemetry, no launch probe, and no
-autotuning sweep (measure.probe tells the backend: cuDNN benchmark mode off, XLA autotuning off; TensorFlow
+A probe trains PROBE_STEPS steps (the first step and the rest timed), no warm-up, no telemetry, no launch
+probe, and no autotuning sweep (measure.probe tells the backend: cuDNN benchmark mode off, XLA autotuning off; TensorFlow
 keeps its cuDNN autotuning, without which it cannot fall back from an algorithm whose scratch does not fit).
 A backend whose GPU kernels fail past a tensor size (`gpu_max_tensor_elements`) bounds the memory model's guess.
 Its timeout follows the batch: the last fitting probe's time, scaled by the batch ratio, with room.
@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from harness.results.record import Result, utc_now
+from harness.scenario.schema import CAPACITY_STEPS
 from harness.session.capacity_answer import (
     Answer,
     capacity_record,
@@ -38,12 +39,20 @@ from harness.session.interrupt import Interrupted, trap_signals
 from harness.session.plan import RunSpec, new_id, run_key
 from harness.session.runner import Runner, SessionOutcome
 
-#: A probe runs the first step and one timed step: enough for the optimizer state and the
-#: allocator's peak to appear (the second step is the first with momentum buffers), cheap enough to
-#: repeat a dozen times. A probe's spec says so (`RunSpec.probe`): its worker skips telemetry, the launch probe and
-#: autotuning.
-PROBE_MEASURE = {"warmup": 0, "steps": 1, "repeats": 1, "processes": 1, "min_time_s": None, "max_repeats": None,
+#: Steps a probe trains by default, its first included (a scenario's `capacity.steps`): the answer is a batch
+#: that trained this many, not two, so that the allocator's fragmentation shows in the search.
+PROBE_STEPS = CAPACITY_STEPS
+#: A probe's measure settings besides its steps. Its spec says it is one (`RunSpec.probe`): its worker skips
+#: telemetry, the launch probe and autotuning.
+PROBE_MEASURE = {"warmup": 0, "repeats": 1, "processes": 1, "min_time_s": None, "max_repeats": None,
                  "target_ci_pct": None}
+
+
+def probe_measure(steps: int) -> dict:
+    """A probe's measure settings for `steps` trained steps (at least 2: the first, untimed, and one timed)."""
+    if steps < 2:
+        raise ValueError(f"a capacity probe trains at least 2 steps, not {steps}")
+    return {**PROBE_MEASURE, "steps": steps - 1}
 
 
 def capacity_key(spec: RunSpec) -> str:
@@ -51,8 +60,10 @@ def capacity_key(spec: RunSpec) -> str:
     return run_key(spec.scenario, spec.workload, spec.backend, spec.device, {**spec.params, "batch_size": None})
 
 
-def find_max_batch(runner: Runner, plan: list[RunSpec], start: int = 1, limit: int = 65536, resolution: int = 1) -> SessionOutcome:
-    """Search the largest batch_size for every distinct configuration of the plan; store everything."""
+def find_max_batch(runner: Runner, plan: list[RunSpec], start: int = 1, limit: int = 65536, resolution: int = 1,
+                   steps: int = PROBE_STEPS) -> SessionOutcome:
+    """Search the largest batch_size for every distinct configuration of the plan, each probe training `steps`
+    steps; store everything."""
     outcome = SessionOutcome()
     configs: dict[str, RunSpec] = {}
     for spec in plan:
@@ -63,7 +74,7 @@ def find_max_batch(runner: Runner, plan: list[RunSpec], start: int = 1, limit: i
             with ahead() if ahead is not None else contextlib.nullcontext():
                 for i, (key, spec) in enumerate(configs.items(), 1):
                     runner.on_start(i, len(configs), replace(spec, params={**spec.params, "batch_size": "?"}))
-                    record = _search_one(runner, key, spec, Bounds(start, limit, resolution))
+                    record = _search_one(runner, key, spec, Bounds(start, limit, resolution), steps)
                     runner.store.add(record)
                     outcome.records.append(record)
                     runner.on_result(i, len(configs), record)
@@ -123,9 +134,9 @@ class _Probes:
         return record.as_probe_of(self.capacity_id)
 
 
-def _search_one(runner: Runner, key: str, spec: RunSpec, bounds: Bounds) -> Result:
+def _search_one(runner: Runner, key: str, spec: RunSpec, bounds: Bounds, steps: int = PROBE_STEPS) -> Result:
     """One configuration's search: every probe stored as it ends; its capacity record returned (not stored)."""
-    base = replace(spec.with_measure(**PROBE_MEASURE), probe=True)
+    base = replace(spec.with_measure(**probe_measure(steps)), probe=True)
     capacity_id = new_id()
     started, clock = utc_now(), time.perf_counter()
     static = runner.static_status(base)
@@ -138,5 +149,5 @@ def _search_one(runner: Runner, key: str, spec: RunSpec, bounds: Bounds) -> Resu
     best, first_bad, _, error = search(probes.probe, bounds.start, bounds.limit, bounds.resolution,
                                        probes.predict, bound)
     answer = Answer(best, first_bad, error, bound, time.perf_counter() - clock,
-                    probes.estimates[0] if probes.estimates else None)
+                    probes.estimates[0] if probes.estimates else None, steps)
     return capacity_record(record, spec, probes.probes, answer, bounds)

@@ -97,6 +97,8 @@ class Answer:
     seconds: float
     #: the memory model's first predicted limit (the one the search followed), None where it named none
     predicted: int | None = None
+    #: the steps each probe trained, its first step included
+    steps: int | None = None
 
 
 def capacity_record(record: Result, spec: RunSpec, probes: list[Result], answer: Answer, bounds: Bounds) -> Result:
@@ -128,6 +130,20 @@ def capacity_record(record: Result, spec: RunSpec, probes: list[Result], answer:
     return record
 
 
+def _reserved(probe: Result | None) -> int | None:
+    """The allocator's reserved peak of the probe that trained the answer (the worker's
+    `checks.peak_reserved_bytes`); None where the framework keeps none (every framework on the CPU, TensorFlow,
+    whose memory info has only the in-use peak)."""
+    return probe.checks.peak_reserved_bytes if probe is not None else None
+
+
+def _free(probe: Result | None, reserved: int | None) -> int | None:
+    """The device's memory its allocator had not reserved at the answer: what a kernel's bound left unused
+    (None where the device's size or the reserved peak is not known)."""
+    memory = probe.gpu_size()["memory_bytes"] if probe is not None else None
+    return memory - reserved if memory is not None and reserved is not None else None
+
+
 def _batch(record: Result) -> int | None:
     """The batch size a probe ran."""
     return record.param("batch_size")
@@ -144,12 +160,13 @@ def _nothing_fits(start: int, probes: list[Result]) -> str:
 def _search_checks(probes: list[Result], failing: Result | None, answer: Answer, bounds: Bounds) -> Checks:
     """The capacity record's `checks`: every probe, the failure that bounded the answer, and how it was searched."""
     best, first_bad, bound = answer.best, answer.first_bad, answer.bound
+    best_probe = next((p for p in reversed(probes) if p.status == "ok" and _batch(p) == best), None)
     return Checks(
         probes=[[_batch(p), p.status] for p in probes],
         first_failing_batch_size=first_bad,
         failure=failing.error if failing is not None else None,
         failure_evidence=(failing.note("oom_evidence") or _evidence(failing.error)) if failing is not None else None,
-        limited_by=_limited_by(failing, first_bad, best, bounds.limit, bound),
+        limited_by=(limited := _limited_by(failing, first_bad, best, bounds.limit, bound)),
         search=(f"doubling from {bounds.start} (jumping to the memory model's limit once two probes fit"
                 + (f", at most to {bound - 1}, the largest batch within the backend's tensor-size bound"
                    if bound else "")
@@ -160,6 +177,9 @@ def _search_checks(probes: list[Result], failing: Result | None, answer: Answer,
         reached_limit=first_bad is None and best >= bounds.limit,
         search_s=answer.seconds,
         probe_seconds=[p.duration_s for p in probes],
+        steps_trained=answer.steps,
+        peak_reserved_bytes=(reserved := _reserved(best_probe)),
+        memory_free_bytes=_free(best_probe, reserved) if limited == "kernel" else None,
     )
 
 

@@ -246,7 +246,10 @@ def _timed_steps(prepared, run: OpenRun, probe: bool, ctx: RunContext, result: W
                        warmup_floor_steps=0 if probe else run.workload.warmup_floor(run.params))
     phases.next("after")
     result.measured = Measured(peak_allocated_bytes=device.peak_allocated_bytes())
+    reserved = device.peak_reserved_bytes()
     checks = prepared.checks()  # after the timed region: a loss read as a number syncs the device
+    if reserved is not None:  # only where the framework keeps one, so a record without it stays as it was
+        checks = {**checks, "peak_reserved_bytes": reserved}
     extra = prepared.timing_fields()
     if not probe:
         extra.update(device.after_timing(prepared.step, timing, run.params, ctx))

@@ -40,6 +40,8 @@ class Side:
     #: the timed step, ms (median of the processes' step_time_s), beside the profiled one
     timed_ms: float | None
     activity: str
+    #: the classes its records' profiles sorted kernels into (a class added since they were stored is not one)
+    classified: frozenset = frozenset(CLASSES)
 
     @classmethod
     def of(cls, name: str, records: list[Result]) -> "Side | None":
@@ -49,13 +51,20 @@ class Side:
             return None
         mean = {p: sum(ms[p] for _, ms in found) / len(found) for p in PARTS}
         timed = [r.step_time_s for r, _ in found if r.step_time_s]
+        classified = frozenset(c for r, _ in found for c in (r.profile.classes_s or {}))
         return cls(name, mean, len(found), 1e3 * stats.median(timed) if timed else None,
-                   str(found[0][0].profile.activity or ""))
+                   str(found[0][0].profile.activity or ""), classified)
 
     @property
     def step_ms(self) -> float:
         """The profiled step: every class plus idle."""
         return sum(self.ms.values())
+
+
+def shown_parts(sides) -> tuple[str, ...]:
+    """The parts a breakdown of these sides shows: every class one of them was profiled with, and idle (a class
+    none of their stored profiles knew is not shown as a zero they never measured)."""
+    return tuple(p for p in PARTS if p == "idle" or any(p in side.classified for side in sides))
 
 
 @dataclass(frozen=True)
@@ -66,13 +75,18 @@ class Pair:
     baseline: Side
     value: Side
 
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The parts this pair's breakdown shows."""
+        return shown_parts((self.baseline, self.value))
+
     def diff_ms(self, part: str) -> float:
         """The side's milliseconds per step in `part` minus the baseline's."""
         return self.value.ms[part] - self.baseline.ms[part]
 
     def sentence(self, most: int = 4) -> str:
         """`VALUE vs BASELINE: +X ms elementwise, +Y ms reduce, ...`, the largest differences first."""
-        ranked = sorted(PARTS, key=lambda p: -abs(self.diff_ms(p)))[:most]
+        ranked = sorted(self.parts, key=lambda p: -abs(self.diff_ms(p)))[:most]
         parts = ", ".join(f"{self.diff_ms(p):+.2f} ms {p}" for p in ranked)
         total = self.value.step_ms - self.baseline.step_ms
         return f"{self.value.label} vs {self.baseline.label}: {total:+.2f} ms a step ({parts})"
