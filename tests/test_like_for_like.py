@@ -3,14 +3,13 @@
 On the CPU with tiny sizes: `loss_scale: dynamic | static` is validated as a neutral parameter and each trainer's
 static scaling is the same arithmetic (the loss times STATIC_LOSS_SCALE, the gradients divided, no finite check);
 torch's host batches are copied one step ahead through a Prefetcher whose stream discipline is held with fakes
-(CUDA streams are not on the CPU); every backend records its input pipeline in the same structured fields, and a
-host-fed run's prefetch depth and pinned memory are equal on torch, TensorFlow (its loop and Keras's fit) and JAX.
-The TensorFlow model's padding and classifier are held in tests/test_tf_like_for_like.py.
+(CUDA streams are not on the CPU). The TensorFlow model's padding and classifier are held in
+tests/test_tf_like_for_like.py; the input pipelines' structured fields, equal on every backend, in
+plugins/harness-mlp/tests/test_input_pipelines.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import numpy as np
@@ -28,7 +27,6 @@ TINY = {"batch_size": 2, "image_size": 32, "num_classes": 10}
 MEASURE = {"warmup": 0, "steps": 2, "repeats": 1}
 #: float16 trains at 64 px; at 32 px layer4's 1x1 feature maps overflow float16 gradients at any loss scale
 FP16 = {**TINY, "image_size": 64, "precision": "amp_fp16"}
-PIPELINE_KEYS = {"source", "prefetch_depth", "pinned", "copy_stream", "copy_per_step"}
 
 
 # --- loss_scale: the neutral parameter ----------------------------------------------------------
@@ -168,53 +166,6 @@ def test_the_prefetcher_without_a_stream_keeps_the_order_on_the_cpu():
     copies: list = []
     prefetch = Prefetcher(iter(range(5)), lambda b: copies.append(b) or (torch.tensor(b),))
     assert [int(prefetch.next()[0]) for _ in range(4)] == [0, 1, 2, 3] and copies == [0, 1, 2, 3, 4]
-
-
-# --- every backend: the input pipeline in structured fields -------------------------------------
-
-
-def _pipelines(inputs: str) -> dict[str, dict]:
-    """Each backend's api.input_pipeline of a tiny resnet50_train run with `inputs` (channels_last: TensorFlow
-    without oneDNN has no NCHW convolution on the CPU)."""
-    pytest.importorskip("torchvision")
-    from backends.torch import TorchBackend
-
-    params = {**TINY, "inputs": inputs, "memory_format": "channels_last"}
-    runs = {"torch": (TorchBackend(), "torch", params, {})}
-    if importlib.util.find_spec("tensorflow") is not None:
-        from backends.tensorflow import TensorFlowBackend
-
-        runs["tensorflow"] = (TensorFlowBackend(), "tensorflow", {**params, "execution": "graph"}, {})
-        runs["tensorflow fit"] = (TensorFlowBackend(), "tensorflow", {**params, "execution": "default"},
-                                  {"fit_steps": 4})
-    if importlib.util.find_spec("harness_jax") is not None and importlib.util.find_spec("flax") is not None:
-        from harness_jax import JaxBackend
-
-        runs["jax"] = (JaxBackend(), "jax", {**params, "execution": "compiled"}, {})
-    pipelines = {}
-    for label, (backend, name, run_params, options) in runs.items():
-        record = run_backend(backend, backend_spec(name, "resnet50_train", run_params, MEASURE, options=options))
-        assert record["status"] in ("ok", "diverged"), (label, record.get("error"))
-        pipelines[label] = record["api"]["input_pipeline"]
-    return pipelines
-
-
-def test_host_fed_pipelines_prefetch_equally_deep_from_equally_pinned_memory_on_every_backend():
-    pipelines = _pipelines("host")
-    assert len(pipelines) >= 2, pipelines
-    for label, fields in pipelines.items():
-        assert set(fields) == PIPELINE_KEYS and fields["source"] == "host" and fields["copy_per_step"], (label, fields)
-    # the like-with-like claim of docs/execution.md: a side that prefetches less deep, or pins where another does
-    # not, fails here
-    assert len({(f["prefetch_depth"], f["pinned"]) for f in pipelines.values()}) == 1, pipelines
-    assert next(iter(pipelines.values()))["prefetch_depth"] == 1
-
-
-def test_device_batches_are_resident_except_under_keras_fit_which_copies_every_step():
-    pipelines = _pipelines("device")
-    for label, fields in pipelines.items():
-        assert fields["source"] == "device" and fields["prefetch_depth"] == 0, (label, fields)
-        assert fields["copy_per_step"] == (label == "tensorflow fit"), (label, fields)
 
 
 # --- JAX: static loss scaling -------------------------------------------------------------------
