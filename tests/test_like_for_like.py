@@ -5,7 +5,7 @@ static scaling is the same arithmetic (the loss times STATIC_LOSS_SCALE, the gra
 torch's host batches are copied one step ahead through a Prefetcher whose stream discipline is held with fakes
 (CUDA streams are not on the CPU). The TensorFlow model's padding and classifier are held in
 tests/test_tf_like_for_like.py; the input pipelines' structured fields, equal on every backend, in
-plugins/harness-mlp/tests/test_input_pipelines.py.
+plugins/harness-mlp/tests/test_like_for_like_backends.py.
 """
 
 from __future__ import annotations

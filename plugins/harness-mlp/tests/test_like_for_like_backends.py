@@ -1,7 +1,10 @@
-"""Each backend's input pipeline in the same structured fields (api.input_pipeline), held equal across torch,
+"""Like for like across the backends, on the example workload (the trainers' pipelines and loss scaling are the same
+for every training workload; mlp_train trains in seconds where ResNet-50 takes minutes on 2 cores).
+
+Each input pipeline is recorded in the same structured fields (api.input_pipeline) and held equal across torch,
 TensorFlow (its own loop and Keras's fit) and JAX: docs/execution.md calls the host-fed rows like with like, so a
-side that prefetches less deep, or pins where another does not, fails here. The trainers' input pipelines are the
-same for every training workload; mlp_train trains in seconds where ResNet-50 takes minutes on 2 cores.
+side that prefetches less deep, or pins where another does not, fails here. `loss_scale: static` is the same
+constant on every side, with no inf check.
 """
 
 from __future__ import annotations
@@ -78,3 +81,21 @@ def test_device_batches_stay_resident_except_under_keras_fit_which_copies_one_ev
     for label, fields in found.items():
         assert set(fields) == KEYS and fields["source"] == "device" and fields["prefetch_depth"] == 0, (label, fields)
         assert fields["copy_per_step"] == (label == "tensorflow fit"), (label, fields)
+
+
+def test_static_loss_scaling_is_one_constant_on_every_backend_without_a_host_sync():
+    from harness.workloads.training import STATIC_LOSS_SCALE
+
+    scales = {}
+    for label, (backend, name, params, options) in backends().items():
+        spec = backend_spec(name, "mlp_train", {**TINY, **params, "precision": "amp_fp16", "loss_scale": "static"},
+                            MEASURE, options=options)
+        record = run_backend(backend, spec)
+        if record["status"] == "unsupported" and name == "torch":  # torch < 2.3: no float16 training on the CPU
+            continue
+        assert record["status"] == "ok", (label, record.get("error"))
+        assert "GradScaler" not in record["api"]["precision"] and "skips non-finite" not in str(record["api"]), label
+        scales[label] = record["timing"]["loss_scale"]
+    if len(scales) < 2:
+        pytest.skip(f"one framework ran ({', '.join(scales)}): nothing to compare")
+    assert set(scales.values()) == {STATIC_LOSS_SCALE}, scales
