@@ -47,7 +47,11 @@ class PaddedConv2D(keras.layers.Layer):
     """A bias-free 2-D convolution padded symmetrically by `padding` inside the op, as torch's Conv2d(padding=p):
     tf.nn.conv2d with explicit paddings ([[0, 0], [p, p], [p, p], [0, 0]] in NHWC, [[0, 0], [0, 0], [p, p], [p, p]]
     in NCHW), which TensorFlow's kernels and XLA take, gradient included. Its one weight is Conv2D's kernel
-    (height, width, in, out), initialised as Conv2D's (Glorot uniform), so weights transfer between the two."""
+    (height, width, in, out), initialised as Conv2D's (Glorot uniform), so weights transfer between the two.
+
+    NCHW on a machine without a GPU, where TensorFlow's own CPU convolution kernels (their gradients) take NHWC
+    only, runs as the NHWC convolution between two transposes (Keras 3's Conv2D XLA-compiles it there instead);
+    on a GPU it is the NCHW convolution itself."""
 
     def __init__(self, filters: int, kernel: int, stride: int = 1, padding: int = 0,
                  data_format: str = "channels_last", **kwargs):
@@ -59,10 +63,16 @@ class PaddedConv2D(keras.layers.Layer):
         channels = int(input_shape[1 if self.data_format == "channels_first" else -1])
         self.kernel = self.add_weight(name="kernel", shape=(self.kernel_size, self.kernel_size, channels, self.filters),
                                       initializer=keras.initializers.GlorotUniform(), trainable=True)
+        self.nchw_on_cpu = self.data_format == "channels_first" and not tf.config.list_physical_devices("GPU")
         super().build(input_shape)
 
     def call(self, inputs):
         p, s = self.padding, self.stride
+        if self.nchw_on_cpu:
+            kernel = tf.cast(self.kernel, inputs.dtype)
+            nhwc = tf.nn.conv2d(tf.transpose(inputs, [0, 2, 3, 1]), kernel, [1, s, s, 1],
+                                [[0, 0], [p, p], [p, p], [0, 0]] if p else "VALID", data_format="NHWC")
+            return tf.transpose(nhwc, [0, 3, 1, 2])
         if self.data_format == "channels_first":
             fmt, strides, paddings = "NCHW", [1, 1, s, s], [[0, 0], [0, 0], [p, p], [p, p]]
         else:
