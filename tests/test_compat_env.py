@@ -210,7 +210,7 @@ def test_tensorflow_compat_branches_match_the_installed_tensorflow():
         }
         opt = keras.optimizers.SGD(0.1)
         var = tf.Variable([1.0])
-        update = compat.optimizer_update(opt, [var], loss_scaling=True)
+        update = compat.optimizer_update(opt, [var], loss_scaling="dynamic")
         facts["loss_scale_api"] = update.api
         facts["loss_scale"] = compat.loss_scale_value(update.optimizer)
         with tf.GradientTape() as tape:

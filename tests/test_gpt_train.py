@@ -266,7 +266,7 @@ def test_the_transformer_scenario_is_gpt2_small_in_amp_bf16_at_1024_tokens_in_ev
              s.params["attention"]) for s in runs} == {(12, 768, 1024, "amp_bf16", "fused")}
     assert {s.params["execution"] for s in runs} == {"default", "eager", "graph", "cuda_graph", "compiled"}
     assert {(s.options or {}).get("keras") for s in runs if s.backend == "tensorflow"} == {"keras3", "tf_keras"}
-    assert {s.measure.get("processes") for s in runs} == {"auto"}
+    assert {s.measure.processes for s in runs} == {"auto"}
 
 
 REFERENCE_LOOPS = {"torch": PLUGIN.parent.parent / "benchmarks" / "gpt_torch.py",

@@ -563,12 +563,12 @@ def test_adamw_decaying_matrices_leaves_vectors_out_of_the_weight_decay(tf):
     kernel, bias = tf.Variable(tf.ones((3, 2))), tf.Variable(tf.ones((2,)))
     spec = OptimizerSpec("adamw", lr=0.1, weight_decay=0.5, decay="matrices")
     optimizer, api = keras_optimizer(spec, [kernel, bias])
-    update = compat.optimizer_update(optimizer, [kernel, bias], loss_scaling=False)
+    update = compat.optimizer_update(optimizer, [kernel, bias], loss_scaling=None)
     update.apply([tf.zeros((3, 2)), tf.zeros((2,))], [kernel, bias])
     assert np.allclose(kernel.numpy(), 1 - 0.1 * 0.5) and np.allclose(bias.numpy(), 1.0)
     assert "AdamW(learning_rate=0.1, weight_decay=0.5" in api and "the 1 weights of 2+ dimensions only" in api
     everything, _ = keras_optimizer(OptimizerSpec("adamw", lr=0.1, weight_decay=0.5), [bias])
-    compat.optimizer_update(everything, [bias], loss_scaling=False).apply([tf.zeros((2,))], [bias])
+    compat.optimizer_update(everything, [bias], loss_scaling=None).apply([tf.zeros((2,))], [bias])
     assert np.allclose(bias.numpy(), 1 - 0.1 * 0.5)
 
 

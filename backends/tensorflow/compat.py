@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from harness.workloads.training import STATIC_LOSS_SCALE
+
 #: The Keras this process builds with: Keras 2 on TF 2.12-2.15; on TF 2.16+ Keras 3, or tf_keras where
 #: TF_USE_LEGACY_KERAS=1 (TensorFlowBackend.worker_env sets it before TensorFlow is imported). `tf.keras` names
 #: whichever TensorFlow chose; it loads on first use.
@@ -145,52 +147,81 @@ def _unscaled(loss):
     return loss
 
 
-def optimizer_update(optimizer, variables: list, *, loss_scaling: bool) -> OptimizerUpdate:
-    """Wrap `optimizer` (dynamic loss scaling when asked) and build its slots for `variables` eagerly.
+def optimizer_update(optimizer, variables: list, *, loss_scaling: str | None,
+                     static_scale: float = STATIC_LOSS_SCALE) -> OptimizerUpdate:
+    """Wrap `optimizer` for loss scaling (`dynamic`, `static` at `static_scale`, or None) and build its slots for
+    `variables` eagerly.
 
     Building before the first tf.function trace keeps variable creation out of the traced step. The
     step functions are named, never lambdas: autograph finds a lambda's source by its line, and two
     lambdas on one line can swap (seen on TF 2.21: the scale call ran the apply lambda).
     """
     if is_keras3():
-        # Keras 3 (TF 2.16+): scale_loss(loss), then apply(grads, vars), which unscales and skips
-        # the step (and lowers the scale) when a gradient is not finite.
-        if loss_scaling:
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        optimizer.build(variables)
-        def apply(grads, vars_):
-            return optimizer.apply(grads, vars_)
+        return _keras3_update(optimizer, variables, loss_scaling, static_scale)
+    return _keras2_update(optimizer, variables, loss_scaling, static_scale)
 
-        if loss_scaling:
-            return OptimizerUpdate(
-                optimizer,
-                optimizer.scale_loss,
-                apply,
-                "keras.optimizers.LossScaleOptimizer: scale_loss(loss); apply(grads, vars) unscales, skips non-finite",
-            )
-        return OptimizerUpdate(optimizer, None, apply, "optimizer.apply(grads, vars)")
 
-    # Keras 2 (TF 2.12-2.15): get_scaled_loss / get_unscaled_gradients, then apply_gradients, which
-    # skips the step (and lowers the scale) when a gradient is not finite.
-    if loss_scaling:
-        optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+def _keras3_update(optimizer, variables: list, loss_scaling: str | None, static_scale: float) -> OptimizerUpdate:
+    # Keras 3 (TF 2.16+): scale_loss(loss), then apply(grads, vars). Dynamic: LossScaleOptimizer, whose apply
+    # unscales and skips the step (and lowers the scale) when a gradient is not finite. Static: Keras 3's
+    # LossScaleOptimizer refuses dynamic=False and says to set the optimizer's own loss_scale_factor, whose
+    # scale_loss multiplies and apply divides, with no finite check.
+    if loss_scaling == "dynamic":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    elif loss_scaling == "static":
+        optimizer.loss_scale_factor = float(static_scale)
+    optimizer.build(variables)
+
+    def apply(grads, vars_):
+        return optimizer.apply(grads, vars_)
+
+    if loss_scaling == "dynamic":
+        return OptimizerUpdate(
+            optimizer,
+            optimizer.scale_loss,
+            apply,
+            "keras.optimizers.LossScaleOptimizer: scale_loss(loss); apply(grads, vars) unscales, skips non-finite",
+        )
+    if loss_scaling == "static":
+        return OptimizerUpdate(
+            optimizer,
+            optimizer.scale_loss,
+            apply,
+            f"static loss scaling: the optimizer's loss_scale_factor={static_scale:g} (Keras 3's way; its "
+            "LossScaleOptimizer is dynamic only): scale_loss(loss); apply(grads, vars) unscales, no finite check",
+        )
+    return OptimizerUpdate(optimizer, None, apply, "optimizer.apply(grads, vars)")
+
+
+def _keras2_update(optimizer, variables: list, loss_scaling: str | None, static_scale: float) -> OptimizerUpdate:
+    # Keras 2 (TF 2.12-2.15, tf_keras): get_scaled_loss / get_unscaled_gradients, then apply_gradients, which
+    # under dynamic scaling skips the step (and lowers the scale) when a gradient is not finite; with
+    # dynamic=False the scale is the constant initial_scale and apply_gradients checks nothing.
+    if loss_scaling is not None:
+        dynamic = loss_scaling == "dynamic"
+        optimizer = (keras.mixed_precision.LossScaleOptimizer(optimizer) if dynamic else
+                     keras.mixed_precision.LossScaleOptimizer(optimizer, dynamic=False,
+                                                              initial_scale=float(static_scale)))
         inner = optimizer.inner_optimizer
     else:
         inner = optimizer
     if hasattr(inner, "build"):  # the Keras 2.11+ optimizers; the legacy ones create slots lazily
         inner.build(variables)
-    if loss_scaling:
+    if loss_scaling is not None:
 
         def apply_scaled(grads, vars_):
             return optimizer.apply_gradients(zip(optimizer.get_unscaled_gradients(grads), vars_))
 
+        how = ("" if loss_scaling == "dynamic" else f"(dynamic=False, initial_scale={static_scale:g})")
+        checked = "skips non-finite" if loss_scaling == "dynamic" else "no finite check (static)"
         return OptimizerUpdate(
             optimizer,
             optimizer.get_scaled_loss,
             apply_scaled,
-            "tf.keras.mixed_precision.LossScaleOptimizer: get_scaled_loss(loss); "
-            "apply_gradients(get_unscaled_gradients(grads)) skips non-finite",
+            f"tf.keras.mixed_precision.LossScaleOptimizer{how}: get_scaled_loss(loss); "
+            f"apply_gradients(get_unscaled_gradients(grads)) {checked}",
         )
+
     def apply_plain(grads, vars_):
         return optimizer.apply_gradients(zip(grads, vars_))
 
@@ -198,8 +229,11 @@ def optimizer_update(optimizer, variables: list, *, loss_scaling: bool) -> Optim
 
 
 def loss_scale_value(optimizer) -> float | None:
-    """The current dynamic loss scale of a LossScaleOptimizer (None for a plain optimizer)."""
+    """The current loss scale: a LossScaleOptimizer's, or a Keras 3 optimizer's static loss_scale_factor (None for a
+    plain optimizer)."""
     value = getattr(optimizer, "dynamic_scale", None)  # Keras 3 (TF 2.16+)
+    if value is None and is_keras3():
+        value = getattr(optimizer, "loss_scale_factor", None)  # Keras 3, static
     if value is None:
         value = getattr(optimizer, "loss_scale", None)  # Keras 2 (TF 2.12-2.15)
     if value is None:

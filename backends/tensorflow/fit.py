@@ -30,7 +30,13 @@ from backends.tensorflow.optimizer import keras_optimizer
 from backends.tensorflow.recompute import recompute_api
 from backends.tensorflow.step import part_name
 from harness.seam.adapter import Prepared
-from harness.workloads.training import OptimizerSpec, items_per_replica_step
+from harness.workloads.host_inputs import input_pipeline
+from harness.workloads.training import (
+    STATIC_LOSS_SCALE,
+    OptimizerSpec,
+    items_per_replica_step,
+    loss_scale_of,
+)
 
 #: The record's api.loss of the neutral cross-entropy under model.fit.
 KERAS_CROSS_ENTROPY = "keras.losses.SparseCategoricalCrossentropy(from_logits=True) on float32 logits, mean"
@@ -54,13 +60,32 @@ def optimizer_jit_compile(optimizer) -> bool | None:
     return None if value is None else bool(value)
 
 
-def compile_at_defaults(model, optimizer: OptimizerSpec, loss=None) -> dict[str, Any]:
+def static_loss_scaled(keras_opt) -> tuple[Any, dict[str, Any], str]:
+    """`loss_scale: static` under fit: the optimizer and compile's arguments that keep Keras from wrapping it in
+    its dynamic LossScaleOptimizer (which compile does by itself under mixed_float16), and the API. Keras 3: the
+    optimizer's own loss_scale_factor and compile(auto_scale_loss=False); Keras 2: the optimizer passed already
+    wrapped in LossScaleOptimizer(dynamic=False), which compile keeps."""
+    if compat.is_keras3():
+        keras_opt.loss_scale_factor = STATIC_LOSS_SCALE
+        return keras_opt, {"auto_scale_loss": False}, (
+            f"static loss scaling: loss_scale_factor={STATIC_LOSS_SCALE:g}, compile(auto_scale_loss=False)")
+    wrapped = compat.keras.mixed_precision.LossScaleOptimizer(keras_opt, dynamic=False, initial_scale=STATIC_LOSS_SCALE)
+    return wrapped, {}, f"tf.keras.mixed_precision.LossScaleOptimizer(dynamic=False, initial_scale={STATIC_LOSS_SCALE:g})"
+
+
+def compile_at_defaults(model, optimizer: OptimizerSpec, loss=None, static_scaling: bool = False) -> dict[str, Any]:
     """`model.compile` with the workload's optimizer (Keras's default jit_compile) and `loss` (None: Keras's
-    SparseCategoricalCrossentropy on logits), every other argument at Keras's default; what it resolved to:
-    `jit_compile` (the train step under XLA), `steps_per_execution`, the optimizer's own `jit_compile`, and
-    the optimizer's class (LossScaleOptimizer where Keras wrapped it)."""
+    SparseCategoricalCrossentropy on logits), every other argument at Keras's default (but static loss scaling
+    where `static_scaling`); what it resolved to: `jit_compile` (the train step under XLA),
+    `steps_per_execution`, the optimizer's own `jit_compile`, and the optimizer's class (LossScaleOptimizer where
+    Keras wrapped it)."""
     keras_opt, optimizer_api = keras_optimizer(optimizer, model.trainable_variables, jit_compile=None)
-    model.compile(optimizer=keras_opt, loss=loss or compat.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    arguments: dict[str, Any] = {}
+    if static_scaling:
+        keras_opt, arguments, static_api = static_loss_scaled(keras_opt)
+        optimizer_api += f"; {static_api}"
+    model.compile(optimizer=keras_opt, loss=loss or compat.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  **arguments)
     jit = getattr(model, "jit_compile", None)
     return {
         "jit_compile": bool(jit),
@@ -115,6 +140,9 @@ class FitTraining:
         fit = {key: value for key, value in self.resolved.items() if key != "optimizer_api"}
         field, per_step = self.items
         out = {field: per_step, "fit": {**fit, "steps_per_epoch": self.steps}}
+        scale = compat.loss_scale_value(self.model.optimizer)
+        if scale is not None:
+            out["loss_scale"] = scale
         if self.bytes_per_step is not None:
             out["host_to_device_bytes_per_step"] = self.bytes_per_step
         return out
@@ -149,18 +177,21 @@ def keras_loss(part) -> tuple[Any, str]:
     return part_loss, f"the model part's own loss ({part_name(part)}.loss) in model.compile"
 
 
-def prepare_fit(workload, part, params, model, inputs, options: dict, api: dict) -> Prepared:
+def prepare_fit(workload, part, params, model, inputs, options: dict, api: dict, on_gpu: bool = False) -> Prepared:
     """The default path's Prepared step: compile at Keras's defaults, `options["fit_steps"]` steps per call over
     the run's inputs (backends.tensorflow.inputs.Inputs): `inputs: host`'s tf.data pipeline, or the device batch,
     which a pipeline repeats; the optimizer, loss, inputs and execution APIs into `api`."""
     steps = int(options.get("fit_steps", 20))
     training = workload.training
     loss, loss_api = keras_loss(part)
-    resolved = compile_at_defaults(model, training.optimizer(params), loss)
+    static = params.precision == "amp_fp16" and loss_scale_of(params) == "static"
+    resolved = compile_at_defaults(model, training.optimizer(params), loss, static_scaling=static)
     api["optimizer"] = f"{resolved['optimizer_api']}; compiled by model.compile as {resolved['optimizer']}"
     api["loss"] = loss_api
     host = inputs.pipeline
     if host is None:
+        # the batch is a host-side tf.data element: fit copies it to the device inside every step, not ahead
+        api["input_pipeline"] = input_pipeline("device", copy_stream="compute" if on_gpu else None, copy_per_step=True)
         batch = "images" if training.images else "features"
         dataset = tf.data.Dataset.from_tensors((inputs.features, inputs.labels)).repeat()
         api["inputs"] = (f"tf.data.Dataset.from_tensors(({batch}, labels)).repeat(): the run's batch every step, "

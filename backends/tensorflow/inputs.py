@@ -29,6 +29,7 @@ from harness.workloads.host_inputs import (
     batch_bytes,
     dataset_fingerprint,
     host_batches,
+    input_pipeline,
     pipeline_api,
 )
 from harness.workloads.training import Training
@@ -63,6 +64,8 @@ class Inputs:
     api: str = DEVICE_API
     #: inputs: host, the tf.data pipeline a step reads its batch from; None: every step reads features, labels
     pipeline: HostFeed | None = None
+    #: the record's api.input_pipeline (harness.workloads.host_inputs.input_pipeline)
+    fields: dict | None = None
 
     def next(self) -> tuple[Any, Any]:
         """The (features, labels) the next step consumes."""
@@ -74,7 +77,7 @@ def build_inputs(training: Training, params, dev, run: RunInputs) -> Inputs:
     device, handed to each replica by strategy.run."""
     if getattr(params, "inputs", "device") == "host":  # replicas: 1 only (refused in the plan otherwise)
         pipeline = host_pipeline(training, params, dev.placement, run)
-        return Inputs(None, None, pipeline.fingerprint, None, [], pipeline.api, pipeline)
+        return Inputs(None, None, pipeline.fingerprint, None, [], pipeline.api, pipeline, pipeline.pipeline)
     replica = run.replica
     nhwc = channels_last(training, params)
     features_host, labels_host = training.batch(params, run.seed, 0 if replica is None else replica.rank,
@@ -95,7 +98,7 @@ def build_inputs(training: Training, params, dev, run: RunInputs) -> Inputs:
     in_process = list(dev.tf_devices) if strategy is not None else []
     if len(in_process) > 1:
         features, labels = mirrored_batches(training, params, run, features, labels, strategy, in_process)
-    return Inputs(features, labels, inputs_fingerprint, strategy, in_process)
+    return Inputs(features, labels, inputs_fingerprint, strategy, in_process, fields=input_pipeline("device"))
 
 
 def mirrored_batches(training: Training, params, run: RunInputs, features, labels, strategy, in_process: list[str]):
@@ -147,5 +150,9 @@ def host_pipeline(training: Training, params, placement, run: RunInputs) -> Host
         inputs_fingerprint = dataset_fingerprint(lambda: tuple(t.numpy() for t in next(check)), nhwc)
         del check
     stream = iter(dataset)
+    # prefetch_to_device copies from the dataset's ordinary host tensors (tf.data pins nothing itself) on
+    # TensorFlow's host-to-device stream, one batch ahead of the step
+    fields = input_pipeline("host", prefetch_depth=PREFETCHED_BATCHES, pinned=False,
+                            copy_stream="side" if placement.is_gpu else None, copy_per_step=True)
     return HostFeed(next=lambda: next(stream), fingerprint=inputs_fingerprint, api=pipeline_api(described, nbytes),
-                    bytes_per_step=nbytes, dataset=dataset)
+                    bytes_per_step=nbytes, dataset=dataset, pipeline=fields)

@@ -37,7 +37,12 @@ from backends.tensorflow.step import (
 from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunContext, RunInputs
 from harness.seam.distributed import collective_env
-from harness.workloads.training import BuildContext, items_per_replica_step, part_api
+from harness.workloads.training import (
+    BuildContext,
+    items_per_replica_step,
+    loss_scale_of,
+    part_api,
+)
 
 #: The Keras dtype policy for each neutral precision (TF32 is float32 with TF32 matmul/conv on).
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp_fp16": "mixed_float16", "amp_bf16": "mixed_bfloat16"}
@@ -57,11 +62,13 @@ def prepare(workload, part, params, dev, run: RunInputs) -> Prepared:
         if problem:
             raise Unsupported(problem)
     model, ctx = build_model(part, params, dev, run.seed, api)
+    if getattr(part, "classifier", None):
+        api["classifier"] = part.classifier
     inputs = build_inputs(workload.training, params, dev, run)
-    api["inputs"] = inputs.api
+    api["inputs"], api["input_pipeline"] = inputs.api, inputs.fields
     add_warnings(params, dev.placement, run.ctx)
     if params.execution == "default":  # Keras's model.fit at its own defaults (backends.tensorflow.fit)
-        return prepare_fit(workload, part, params, model, inputs, run.options, api)
+        return prepare_fit(workload, part, params, model, inputs, run.options, api, dev.placement.is_gpu)
     variables = model.trainable_variables
     update, api_optimizer = build_optimizer(workload.training.optimizer(params), params, variables, api,
                                             run.options.get("optimizer_jit_compile", False))
@@ -108,7 +115,8 @@ def build_optimizer(spec, params, variables: list, api: dict,
     `jit_compile`, option tensorflow.optimizer_jit_compile), its slots built, and the record's api.optimizer; the
     loss scaling into `api`."""
     optimizer, optimizer_api = keras_optimizer(spec, variables, jit_compile)
-    update = compat.optimizer_update(optimizer, variables, loss_scaling=params.precision == "amp_fp16")
+    scaling = loss_scale_of(params) if params.precision == "amp_fp16" else None
+    update = compat.optimizer_update(optimizer, variables, loss_scaling=scaling)
     if params.precision == "amp_fp16":
         api["precision"] += "; " + update.api
     return update, f"{optimizer_api}; {update.api}"

@@ -51,7 +51,8 @@ KERAS_V1_ON_TORCH = (
 )
 GRAPH_WITH_GRAD_SCALER = (
     "a whole-step CUDA graph cannot hold GradScaler: its step reads the inf/NaN check on the CPU "
-    "(a synchronization that capture forbids); use amp_bf16, which needs no scaler, or execution eager/compiled"
+    "(a synchronization that capture forbids); use loss_scale: static (no host sync), amp_bf16, which needs no "
+    "scaler, or execution eager/compiled"
 )
 
 
@@ -122,7 +123,7 @@ class TorchBackend(Backend):
             if params.get("batch_size") == 1:
                 return BATCH_OF_ONE
         if params.get("execution") == "cuda_graph":
-            if params.get("precision") == "amp_fp16":
+            if params.get("precision") == "amp_fp16" and params.get("loss_scale", "dynamic") != "static":
                 return GRAPH_WITH_GRAD_SCALER
             if int(params.get("replicas") or 1) > 1:
                 return CUDA_GRAPH_DATA_PARALLEL

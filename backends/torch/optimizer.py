@@ -27,6 +27,8 @@ def build_optimizer(spec: OptimizerSpec, model, p, dev, amp: Amp, api: dict):
         # GradScaler.step reads its inf/NaN check on the host once a step (docs/execution.md); a fused
         # SGD that takes the check as a device tensor diverged in eager mode on an H200 (torch 2.11)
         api["optimizer"] += "; GradScaler.step syncs the host once a step"
+    elif amp.static_scale is not None:
+        api["optimizer"] += f"; gradients unscaled by the static loss scale {amp.static_scale:g} before step()"
     api["grad_accum"] = (
         f"{p.grad_accum} micro-batches of {p.batch_size} in a Python loop, loss / {p.grad_accum}, one optimizer.step()"
         if p.grad_accum > 1

@@ -18,6 +18,11 @@ STAGES = ("layer1", "layer2", "layer3", "layer4")
 class ResNet50Part:
     """torchvision.models.resnet50 with the workload's classes, untrained, each Bottleneck passed through ctx.block."""
 
+    #: the record's api.classifier: the classifier precision policy of every backend's ResNet-50
+    classifier = ("fc computes in the compute dtype (float16/bfloat16 under mixed precision), logits cast to float32 "
+                  "for the loss: torch.nn.Linear under torch.autocast, then F.cross_entropy, which autocast runs "
+                  "in float32")
+
     def build(self, p, ctx: BuildContext):
         """ResNet-50 v1.5 (torchvision's own initialization, from the generator the trainer seeded)."""
         model = torchvision.models.resnet50(weights=None, num_classes=p.num_classes)

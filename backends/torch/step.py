@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from backends.torch import compat
 from backends.torch.inputs import Feed
 from backends.torch.optimizer import momentum_buffers_ready
-from backends.torch.precision import Amp
+from backends.torch.precision import Amp, unscale_gradients
 from harness.errors import Unsupported
 from harness.seam.adapter import RunInputs
 
@@ -33,8 +33,10 @@ def make_train_step(p, net, part_loss: Callable[[Any, Any], Any] | None, optimiz
     step of grad_accum micro-batches under autocast, returning the last micro-batch's loss (unscaled). The loss is
     the part's own `loss(outputs, labels)` where it has one, else the workload's neutral one: the mean softmax
     cross-entropy of the outputs (classes on the last axis) against integer labels over every position, which
-    autocast computes in float32 (cross_entropy is on its float32 list)."""
-    accum, autocast, scaler = p.grad_accum, amp.autocast, amp.scaler
+    autocast computes in float32 (cross_entropy is on its float32 list). Loss scaling: GradScaler's (dynamic), or
+    the static constant's (loss x scale, gradients x 1/scale before step(), nothing read on the host)."""
+    accum, autocast, scaler, static = p.grad_accum, amp.autocast, amp.scaler, amp.static_scale
+    parameters = [t for group in optimizer.param_groups for t in group["params"]] if static is not None else []
 
     def train_step(features, labels):
         optimizer.zero_grad(set_to_none=True)
@@ -51,12 +53,16 @@ def make_train_step(p, net, part_loss: Callable[[Any, Any], Any] | None, optimiz
             backward_loss = loss / accum if accum > 1 else loss
             if scaler is not None:
                 scaler.scale(backward_loss).backward()
+            elif static is not None:
+                (backward_loss * static).backward()
             else:
                 backward_loss.backward()
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
         else:
+            if static is not None:
+                unscale_gradients(parameters, static)
             optimizer.step()
         return loss.detach()
 

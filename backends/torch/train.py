@@ -18,7 +18,7 @@ from backends.torch import compat
 from backends.torch.ddp import data_parallel
 from backends.torch.inputs import Feed, build_feed
 from backends.torch.optimizer import build_optimizer
-from backends.torch.precision import mixed_precision
+from backends.torch.precision import Amp, mixed_precision
 from backends.torch.step import (
     CUDA_GRAPH_COMPILE_MODES,
     build_step,
@@ -32,6 +32,7 @@ from harness.workloads.training import (
     BuildContext,
     ModelPart,
     items_per_replica_step,
+    loss_scale_of,
     part_api,
 )
 
@@ -41,7 +42,7 @@ def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> P
     training = workload.training
     # techniques first: each is checked before anything is built
     api: dict[str, Any] = {}
-    amp = mixed_precision(p.precision, device.torch, api)
+    amp = mixed_precision(p.precision, device.torch, api, loss_scale_of(p))
     if p.execution == "compiled":
         reason = compat.compile_unsupported_reason()
         if reason:
@@ -49,12 +50,14 @@ def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> P
     channels_last = training.images and p.memory_format == "channels_last"
     model, n_params = build_model(part, p, device.torch, run, api, images=training.images)
     api.update(part_api(part, p))
+    if getattr(part, "classifier", None):
+        api["classifier"] = part.classifier
     distributed = None
     if run.replica is not None:
         model, api["distribution"], distributed = data_parallel(model, device, p, run.options.get("optimize_ddp", "ddp_optimizer"))
         api["allreduce"] = ", ".join(f"{k}={v}" for k, v in distributed.items() if k != "env")
     feed = build_feed(training.batch, p, device.torch, run, channels_last=channels_last)
-    api["inputs"] = feed.api
+    api["inputs"], api["input_pipeline"] = feed.api, feed.pipeline
     optimizer = build_optimizer(training.optimizer(p), model, p, device.torch, amp, api)
     mode = compile_mode(p, run)
     net = compat.torch_compile(model, mode=mode) if mode in CUDA_GRAPH_COMPILE_MODES else model
@@ -63,21 +66,22 @@ def prepare(workload: Workload, part: ModelPart, p, device, run: RunInputs) -> P
     step = build_step(p.execution, mode, train_step, optimizer, losses, api, feed)
     checks = partial(training_checks, model, losses, n_params, feed.fingerprint)
     return Prepared(step=step, api=api, checks=checks, distributed={"allreduce": distributed} if distributed else None,
-                    timing_fields=partial(timing_fields, p, feed, amp.scaler, images=training.images,
+                    timing_fields=partial(timing_fields, p, feed, amp, images=training.images,
                                           items=items_per_replica_step(workload, p)))
 
 
-def timing_fields(p, feed: Feed, scaler=None, *, images: bool = True, items: float | None = None) -> dict:
+def timing_fields(p, feed: Feed, amp: Amp | None = None, *, images: bool = True, items: float | None = None) -> dict:
     """The items one step trains on per replica (`images_per_step` for an image workload, else `items_per_step`);
-    under inputs: host, the bytes each step copied from host to device; under amp_fp16, GradScaler's loss scale
-    after the timed blocks (as TensorFlow's and JAX's records give theirs). `items`: the workload's items of one
-    replica's step (a language model's tokens), else batch_size * grad_accum."""
+    under inputs: host, the bytes each step copied from host to device; under amp_fp16, the loss scale after the
+    timed blocks, GradScaler's or the static constant (as TensorFlow's and JAX's records give theirs). `items`: the
+    workload's items of one replica's step (a language model's tokens), else batch_size * grad_accum."""
     out = {"images_per_step" if images else "items_per_step": float(p.batch_size * p.grad_accum) if items is None
            else items}
     if feed.bytes_per_step:
         out["host_to_device_bytes_per_step"] = feed.bytes_per_step
-    if scaler is not None:
-        out["loss_scale"] = float(scaler.get_scale())
+    scale = amp.loss_scale() if amp is not None else None
+    if scale is not None:
+        out["loss_scale"] = scale
     return out
 
 

@@ -34,6 +34,8 @@ class HostFeed:
     bytes_per_step: int
     #: the framework's own pipeline object, for a consumer that reads it itself (Keras's fit reads tf.data)
     dataset: Any = None
+    #: the record's api.input_pipeline (input_pipeline below)
+    pipeline: dict | None = None
 
 
 def host_inputs_unsupported_reason(workload: str, params: dict) -> str | None:
@@ -86,3 +88,15 @@ def pipeline_api(framework_pipeline: str, nbytes: int) -> str:
 
 
 DEVICE_API = "device: one synthetic batch resident on the device, reused by every step (no host-to-device copy)"
+
+
+def input_pipeline(source: str, *, prefetch_depth: int = 0, pinned: bool = False, copy_stream: str | None = None,
+                   copy_per_step: bool = False) -> dict:
+    """The record's api.input_pipeline, the same keys on every backend so two records' pipelines compare field by
+    field: `source` (`device`: one batch resident; `host`: the host dataset), `prefetch_depth` (batches copied
+    ahead of the step that reads them), `pinned` (the pipeline itself puts the host batch in page-locked memory,
+    as torch's pin_memory; False: the framework copies from ordinary host memory), `copy_stream` (`side`: the
+    copy runs on a stream other than the step's, so it overlaps the step; `compute`: on the step's own stream;
+    None: nothing is copied, as on the CPU), `copy_per_step` (each step copies a batch host to device on a GPU)."""
+    return {"source": source, "prefetch_depth": int(prefetch_depth), "pinned": bool(pinned),
+            "copy_stream": copy_stream, "copy_per_step": bool(copy_per_step)}

@@ -13,11 +13,16 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, StrictInt
+from pydantic import Field, StrictInt, ValidationInfo, field_validator
 
 from harness.workloads.base import Execution, Params, Workload
 from harness.workloads.host_inputs import host_warmup_floor
-from harness.workloads.training import OptimizerSpec, Training, training_verdict
+from harness.workloads.training import (
+    OptimizerSpec,
+    Training,
+    checked_loss_scale,
+    training_verdict,
+)
 
 #: Trainable parameters of each model at 1000 classes (torchvision resnet50; keras ResNet50).
 MODEL_PARAMETERS = {"resnet50": 25_557_032, "keras_resnet50_v1": 25_583_592}
@@ -48,6 +53,13 @@ class ResNet50Params(Params):
     #: device; `host`, harness.workloads.host_inputs.HOST_BATCHES distinct batches in host memory fed through the framework's own input
     #: pipeline, one batch copied to the device per step.
     inputs: Literal["device", "host"] = "device"
+    #: amp_fp16's loss scaling (harness.workloads.training.TrainingParams.loss_scale): `dynamic` or `static`
+    loss_scale: Literal["dynamic", "static"] = "dynamic"
+
+    @field_validator("loss_scale")
+    @classmethod
+    def _loss_scale_with_amp_fp16(cls, value: str, info: ValidationInfo) -> str:
+        return checked_loss_scale(value, info)
 
 
 def parameter_count(num_classes: int = 1000, model: str = "resnet50") -> int:
@@ -137,7 +149,7 @@ RESNET50_TRAIN = Workload(
     plots=("throughput_vs_x", "memory_vs_x"),
     replicas_param="replicas",
     # `inputs` came after records existed: at `device` (what they all ran) it stays out of the run key
-    quiet_defaults={"replicas": 1, "inputs": "device"},
+    quiet_defaults={"replicas": 1, "inputs": "device", "loss_scale": "dynamic"},
     # the stem's 64 x H/2 x W/2 activation (layer1's output, 256 x H/4 x W/4, is as large)
     largest_tensor_per_item=lambda p: 64 * _conv_out(p.image_size, 7, 2, 3) ** 2,
     warmup_floor=host_warmup_floor,

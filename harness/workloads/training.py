@@ -14,12 +14,44 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Protocol
 
 import numpy as np
-from pydantic import Field, StrictInt
+from pydantic import Field, StrictInt, ValidationInfo, field_validator
 
 from harness.workloads.base import Execution, Params
 
 #: The parameters every training workload has, which the backends' trainers read (TrainingParams declares them).
 TRAINING_FIELDS = ("batch_size", "precision", "execution", "recompute", "grad_accum", "replicas", "inputs")
+
+#: The constant loss scale of `loss_scale: static`, the same on every backend: 2**8. A constant has no way back
+#: from an overflow (no inf check: that is what static means), so it is chosen low, with headroom below float16's
+#: overflow, rather than at a dynamic scaler's start (2**15 Keras, 2**16 torch), which relies on backing off: CNN
+#: classifiers need little scaling (ResNet-50 trained in float16 without any in Micikevicius et al., "Mixed
+#: Precision Training", 2018). An overflow shows: the loss goes non-finite and the record's status says `diverged`.
+STATIC_LOSS_SCALE = 2.0**8
+
+#: How a trainer reads `loss_scale` from a workload's parameters that may predate it.
+LOSS_SCALES = ("dynamic", "static")
+
+
+def loss_scale_problem(precision: str, loss_scale: str) -> str | None:
+    """Why `loss_scale` cannot go with `precision` (static scaling means anything only under amp_fp16); else None."""
+    if loss_scale == "static" and precision != "amp_fp16":
+        return (f"loss_scale: static applies only to precision amp_fp16 (loss scaling guards float16 gradients); "
+                f"got precision {precision}: leave loss_scale out or set it to dynamic")
+    return None
+
+
+def checked_loss_scale(value: str, info: ValidationInfo) -> str:
+    """A parameter model's validator of `loss_scale` (declared after `precision`, which it reads): the value, or a
+    ValueError that the scenario's message shows under `params.loss_scale`."""
+    problem = loss_scale_problem(info.data.get("precision", "fp32"), value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def loss_scale_of(p) -> str:
+    """The run's loss scaling under amp_fp16 (`dynamic` for a workload whose parameters have no loss_scale)."""
+    return getattr(p, "loss_scale", "dynamic")
 
 
 class TrainingParams(Params):
@@ -36,6 +68,14 @@ class TrainingParams(Params):
     replicas: StrictInt = Field(1, ge=1, le=1024)
     #: `device`: one batch resident on the device; `host`: HOST_BATCHES batches fed through the framework's pipeline
     inputs: Literal["device", "host"] = "device"
+    #: amp_fp16's loss scaling: `dynamic`, as each framework's users get it (torch's GradScaler reads its inf check
+    #: on the host every step); `static`, a constant STATIC_LOSS_SCALE with no inf check and no host sync
+    loss_scale: Literal["dynamic", "static"] = "dynamic"
+
+    @field_validator("loss_scale")
+    @classmethod
+    def _loss_scale_with_amp_fp16(cls, value: str, info: ValidationInfo) -> str:
+        return checked_loss_scale(value, info)
 
 
 @dataclass(frozen=True)
@@ -104,8 +144,9 @@ class ModelPart(Protocol):
     """The part of a training workload only one framework knows: its model. A part may also define
     `loss(outputs, labels)` in the framework's ops, which replaces the workload's neutral `loss`;
     `describe(params)`, the record's `api.model` (else the first paragraph of the part's docstring);
-    `api(params)`, further record `api` entries the part decides (which attention ran, say); and
-    `block_name`, what `api.recompute` calls one block (`Bottleneck`)."""
+    `api(params)`, further record `api` entries the part decides (which attention ran, say); `block_name`, what
+    `api.recompute` calls one block (`Bottleneck`); and `classifier`, the record's `api.classifier`: the output
+    layer's precision policy under mixed precision."""
 
     def build(self, params: Any, ctx: BuildContext) -> Any:
         """The model (a torch `nn.Module` or a Keras `Model` seeded from ctx.seed; a Flax `Module`, which the

@@ -26,6 +26,7 @@ from harness.workloads.host_inputs import (
     batch_bytes,
     dataset_fingerprint,
     host_batches,
+    input_pipeline,
     pipeline_api,
 )
 from harness.workloads.training import Training
@@ -48,6 +49,8 @@ class Feed:
     bytes_per_step: int
     #: the shape and dtype of one item's features (a batch of one), from which the model is initialised
     example: jax.ShapeDtypeStruct
+    #: the record's api.input_pipeline (harness.workloads.host_inputs.input_pipeline)
+    pipeline: dict | None = None
 
 
 def _example(features: np.ndarray) -> jax.ShapeDtypeStruct:
@@ -90,7 +93,7 @@ def device_feed(training: Training, p, device, run: RunInputs, channels_last: bo
     data = (f"{kind} {example.dtype} and labels int32 (JAX without x64) resident on the device, "
             "jax.device_put once")
     return Feed(next=lambda: (features, labels), fingerprint=inputs_fingerprint, api=DEVICE_API, data=data,
-                bytes_per_step=0, example=example)
+                bytes_per_step=0, example=example, pipeline=input_pipeline("device"))
 
 
 def prefetched(put: Callable[[Any], Any], batches: list) -> Callable[[], tuple[Any, Any]]:
@@ -118,5 +121,9 @@ def host_feed(training: Training, p, device, run: RunInputs, channels_last: bool
     if not device.is_gpu:
         described += " (on the CPU the copy stays in host memory)"
     api = pipeline_api(described, nbytes)
+    # device_put copies from the numpy arrays' ordinary host memory (JAX pins nothing itself) on the runtime's
+    # host-to-device stream, issued AHEAD steps before the step that reads the batch
+    fields = input_pipeline("host", prefetch_depth=AHEAD, pinned=False, copy_stream="side" if device.is_gpu else None,
+                            copy_per_step=True)
     return Feed(next=prefetched(device.put, batches), fingerprint=inputs_fingerprint, api=api, data=api,
-                bytes_per_step=nbytes, example=_example(batches[0][0]))
+                bytes_per_step=nbytes, example=_example(batches[0][0]), pipeline=fields)

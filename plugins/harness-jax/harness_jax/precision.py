@@ -1,5 +1,7 @@
 """The neutral training `precision` mapped to JAX: the compute dtype a model part builds its Flax modules with,
-the matmul precision, and dynamic loss scaling for amp_fp16 (which neither JAX nor Optax has).
+the matmul precision, and loss scaling for amp_fp16 (which neither JAX nor Optax has): dynamic (`loss_scale:
+dynamic`, GradScaler's constants), or static (the neutral STATIC_LOSS_SCALE, no finite check). Neither reads anything
+on the host: the dynamic scale's finite check and skip are jnp.where inside the step.
 
 Flax has no global mixed-precision policy: each module computes in its `dtype` and keeps its parameters in
 `param_dtype` (float32 by default). A part reads the run's precision from BuildContext.precision and builds its
@@ -13,6 +15,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from harness.workloads.training import STATIC_LOSS_SCALE
 from harness_jax.device import set_matmul_precision
 
 #: The compute dtype of each neutral precision (parameters stay float32).
@@ -26,7 +29,12 @@ GROWTH_INTERVAL = 2000
 LOSS_SCALING_API = (
     f"dynamic loss scaling written in JAX (JAX and Optax have none): loss x scale, gradients / scale, update "
     f"skipped when any gradient is not finite; scale from {INIT_SCALE:g}, x{GROWTH_FACTOR:g} after "
-    f"{GROWTH_INTERVAL} finite steps, x{BACKOFF_FACTOR:g} on overflow (torch.amp.GradScaler's constants)"
+    f"{GROWTH_INTERVAL} finite steps, x{BACKOFF_FACTOR:g} on overflow (torch.amp.GradScaler's constants), on the "
+    "device (jnp.where: no host sync)"
+)
+STATIC_LOSS_SCALING_API = (
+    f"static loss scaling written in JAX: loss x {STATIC_LOSS_SCALE:g}, gradients / {STATIC_LOSS_SCALE:g}, no finite "
+    "check (no host sync)"
 )
 
 
@@ -35,13 +43,15 @@ def compute_dtype(precision: str) -> jnp.dtype:
     return jnp.dtype(COMPUTE_DTYPES[precision])
 
 
-def precision_api(precision: str, device) -> tuple[str, str]:
+def precision_api(precision: str, device, loss_scale: str = "dynamic") -> tuple[str, str]:
     """Set JAX's matmul precision for the run; (the compute dtype's name, the record's api.precision)."""
     matmul = set_matmul_precision(precision, device)
     compute = COMPUTE_DTYPES[precision]
     api = ((f"Flax modules with dtype={compute}, param_dtype=float32 (the model part's compute dtype for "
             f"{precision}; parameters in float32); " if compute != "float32" else "float32 throughout; ")
-           + matmul + (f"; {LOSS_SCALING_API}" if precision == "amp_fp16" else ""))
+           + matmul)
+    if precision == "amp_fp16":
+        api += f"; {STATIC_LOSS_SCALING_API if loss_scale == 'static' else LOSS_SCALING_API}"
     return compute, api
 
 

@@ -13,7 +13,8 @@ only NHWC), the kernels are HWIO in both, so both layouts hold the same paramete
 layout assignment chooses the physical layout of every buffer whatever the logical order.
 
 `dtype` is the compute dtype (bfloat16/float16 under mixed precision): parameters stay float32 and are cast
-where used; BatchNorm reduces in float32; the classifier and its logits are float32.
+where used; BatchNorm reduces in float32; the classifier computes in `dtype` too, as torch's Linear under autocast and
+the Keras part's Dense do, and its logits are cast to float32 for the loss (`classifier`, the record's api.classifier).
 """
 
 from __future__ import annotations
@@ -139,12 +140,13 @@ class ResNet50(nn.Module):
                 x = next(blocks)(width, stride if first else 1, project, self.layout, self.dtype, self.train,
                                  name=f"layer{stage}_{index}")(x)
                 in_features = width * EXPANSION
-        x = jnp.mean(x, axis=spatial_axes(self.layout)).astype(jnp.float32)
+        x = jnp.mean(x, axis=spatial_axes(self.layout))
         fan_in = x.shape[-1]
         bound = 1.0 / math.sqrt(fan_in)
         bias_init = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)  # noqa: E731
-        return nn.Dense(self.num_classes, dtype=jnp.float32, param_dtype=jnp.float32, kernel_init=linear_init,
-                        bias_init=bias_init, name="fc")(x)
+        logits = nn.Dense(self.num_classes, dtype=self.dtype, param_dtype=jnp.float32, kernel_init=linear_init,
+                          bias_init=bias_init, name="fc")(x)
+        return logits.astype(jnp.float32)
 
 
 def block_count() -> int:
@@ -181,6 +183,10 @@ def from_torchvision(state_dict: dict, num_classes: int = 1000) -> tuple[dict, d
 
 class ResNet50Part:
     """ResNet-50 v1.5 in flax.linen (torchvision layout: stride on 3x3, no conv bias, BN eps 1e-5 momentum 0.1)"""
+
+    #: the record's api.classifier: the classifier precision policy of every backend's ResNet-50
+    classifier = ("fc computes in the compute dtype (float16/bfloat16 under mixed precision), logits cast to float32 "
+                  "for the loss: flax.linen.Dense(dtype=the compute dtype), then .astype(float32)")
 
     def build(self, p: ResNet50Params, ctx: BuildContext) -> ResNet50:
         """The model in the run's layout and compute dtype, each of its 16 bottleneck blocks through ctx.block

@@ -35,8 +35,12 @@ def cross_entropy(outputs, labels):
                                                            labels.reshape(-1)).mean()
 
 
-def build_train_step(model, loss: Callable[[Any, Any], Any], optimizer, accum: int, loss_scaling: bool, loop: str):
+def build_train_step(model, loss: Callable[[Any, Any], Any], optimizer, accum: int, loss_scaling: bool, loop: str,
+                     static_scale: float | None = None):
     """The whole training step as a pure function (state, inputs, labels) -> (state, loss).
+
+    `loss_scaling`: dynamic loss scaling (the state's LossScale, the update skipped on a non-finite gradient);
+    `static_scale`: the loss times this constant and the gradients divided by it, with no finite check.
 
     `loss(outputs, labels)` is the workload's loss; `loop` is how the grad_accum micro-batches repeat: "python"
     (eager: each micro-batch dispatched op by op) or "fori_loop" (compiled: jax.lax.fori_loop, so the compiled
@@ -46,12 +50,13 @@ def build_train_step(model, loss: Callable[[Any, Any], Any], optimizer, accum: i
     micro = partial(micro_step, grad_fn)
 
     def train_step(state: TrainState, inputs, labels):
-        scale = state.loss_scale.scale if loss_scaling else jnp.float32(1.0)
+        scale = (state.loss_scale.scale if loss_scaling else
+                 jnp.float32(static_scale) if static_scale is not None else jnp.float32(1.0))
         value, model_state, grads = micro(state.params, state.model_state, inputs, labels, scale)
         if accum > 1:
             body = partial(accumulate, micro, state.params, inputs, labels, scale)
             value, model_state, grads = accumulate_micro_batches(body, accum, loop, (value, model_state, grads))
-        if loss_scaling:
+        if loss_scaling or static_scale is not None:
             grads = unscale(grads, scale)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

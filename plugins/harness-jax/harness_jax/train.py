@@ -24,9 +24,11 @@ from harness.errors import Unsupported
 from harness.seam.adapter import Prepared, RunInputs
 from harness.workloads.base import Workload
 from harness.workloads.training import (
+    STATIC_LOSS_SCALE,
     BuildContext,
     OptimizerSpec,
     items_per_replica_step,
+    loss_scale_of,
     part_api,
 )
 from harness_jax import EAGER_TRAINING
@@ -40,18 +42,21 @@ def prepare(workload: Workload, part, p, device, run: RunInputs) -> Prepared:
     Optax, and one training step in the run's execution mode; every technique's API into the record's `api`."""
     training = workload.training
     api: dict[str, Any] = {}
-    compute, api["precision"] = precision_api(p.precision, device.jax)
+    scaling = loss_scale_of(p) if p.precision == "amp_fp16" else None
+    compute, api["precision"] = precision_api(p.precision, device.jax, scaling or "dynamic")
     channels_last = training.images and p.memory_format == "channels_last"
     if training.images:
         api["memory_format"] = memory_format_api(channels_last)
     model = build_model(part, p, run.seed, channels_last, api)
+    if getattr(part, "classifier", None):
+        api["classifier"] = part.classifier
     feed = build_feed(training, p, device, run, channels_last)
-    api["data"], api["inputs"] = feed.data, feed.api
+    api["data"], api["inputs"], api["input_pipeline"] = feed.data, feed.api, feed.pipeline
     params, model_state = init_variables(model, feed.example, run.seed)
     optimizer = build_optimizer(training.optimizer(p), api)
     loss = build_loss(part, api)
     state = TrainState(params, model_state, optimizer.init(params),
-                       initial_loss_scale() if p.precision == "amp_fp16" else None)
+                       initial_loss_scale() if scaling == "dynamic" else None)
     call = build_step(p, device, model, loss, optimizer, run, api)
     if compute != "float32" and not device.is_gpu:
         run.ctx.warnings.append(f"{compute} on the CPU: XLA's CPU emulates it; not a guide to any GPU")
@@ -142,8 +147,10 @@ def build_step(p, device, model, loss, optimizer, run: RunInputs, api: dict):
     accum = p.grad_accum
     # execution: default is what JAX users train with: the jax.jit step (JAX's own tutorials and Flax's)
     compiled = p.execution in ("compiled", "default")
-    loss_scaling = p.precision == "amp_fp16"
-    train_step = build_train_step(model, loss, optimizer, accum, loss_scaling, "fori_loop" if compiled else "python")
+    scaling = loss_scale_of(p) if p.precision == "amp_fp16" else None
+    loss_scaling = scaling is not None
+    train_step = build_train_step(model, loss, optimizer, accum, scaling == "dynamic", "fori_loop" if compiled else "python",
+                                  static_scale=STATIC_LOSS_SCALE if scaling == "static" else None)
     if compiled:
         call = jax.jit(train_step, donate_argnums=(0,))
         api["execution"] = (("default -> compiled: " if p.execution == "default" else "")
@@ -207,7 +214,8 @@ class TrainingRun:
         if self.p.execution in ("compiled", "default") and callable(size):
             out["compilations"] = size()
         if self.p.precision == "amp_fp16":
-            out["loss_scale"] = float(self.holder["state"].loss_scale.scale)
+            scale = self.holder["state"].loss_scale
+            out["loss_scale"] = float(scale.scale) if scale is not None else STATIC_LOSS_SCALE
         return out
 
     def close(self) -> None:
