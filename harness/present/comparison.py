@@ -24,12 +24,15 @@ from harness.results.compare import (
 
 #: Columns of the comparison that stay in the table even when every row has the same value.
 COMPARE_KEEP = ("baseline", "value", "baseline median", "median", "ratio [95% CI]", "change", "p", "verdict", "warnings")
+#: The comparison's columns in order of importance, most important first: what is compared and the answer
+#: (the ratio with its interval, the verdict), by how much (the change, both medians), how sure (p), then
+#: what the header line or --wide can say. A narrow terminal leaves them out from the end of this list;
+#: a match column (what tells the rows apart) goes only after all of them; the warnings are footnotes
+#: marked on the verdict they qualify.
+COMPARE_IMPORTANCE = ("value", "ratio [95% CI]", "verdict", "change", ("baseline median", "median"), "p",
+                      "scaling efficiency", "datasheet ratio", "processes", "unit", "baseline")
 #: Columns that stay however narrow the terminal: what is compared and the answer.
-COMPARE_REQUIRED = ("value", "ratio [95% CI]", "verdict")
-#: Left out first when the table is too wide for the terminal.
-COMPARE_OPTIONAL = ("change",)
-#: ... and, once the warnings and verdicts are as short as they get, these (the ratio says it).
-COMPARE_LAST_RESORT = (("baseline median", "median"), "p")
+COMPARE_REQUIRED = COMPARE_IMPORTANCE[:3]
 
 
 def _plain(value):
@@ -88,7 +91,8 @@ def _one_table(shown: list[dict], common: dict, *, wide: bool, width: int | None
             rest[name] = shown[0][name]
             shown = [{k: v for k, v in row.items() if k != name} for row in shown]
     fitted = fit(shown, width=width, wide=wide, keep=COMPARE_KEEP, required=COMPARE_REQUIRED,
-                 shorten={"warnings": 16, "verdict": 32}, optional=COMPARE_OPTIONAL, last_resort=COMPARE_LAST_RESORT)
+                 shorten={"verdict": 32}, last_resort=COMPARE_IMPORTANCE[:len(COMPARE_REQUIRED) - 1:-1],
+                 footnotes=("warnings",), marked="verdict")
     shared = {**rest, **fitted.common}
     head = lead
     if shared:
