@@ -175,9 +175,10 @@ def test_compare_fits_columns_moves_shared_columns_and_wide_shows_every_warning(
     lines = result.output.splitlines()
     table = lines[:next(i for i, line in enumerate(lines) if line.startswith("torch")) + 1]
     assert all(len(line) <= 100 for line in table), table
-    assert lines[0].startswith("compared: backend; every row: workload=gemm") and "size=1024" in result.output
-    assert "size=1024.0" not in result.output and "processes=5 vs 5" in result.output  # shared: said once
-    assert LONG_NOTE not in result.output
+    assert lines[0].startswith("compared: backend; from session s1, 5 vs 5 processes; every row: workload=gemm")
+    assert "size=1024" in result.output and "size=1024.0" not in result.output
+    assert "processes=" not in result.output  # shared: said once, in the header line
+    assert "\n[1] " in result.output and "CV 12.3% exceeds 5%" in result.output  # a footnote under the table
     wide = _invoke("compare", "--store", path, "--by", "backend", "--wide", columns=100)
     assert wide.exit_code == 0 and LONG_NOTE in wide.output
     assert "processes" in wide.output.splitlines()[1]  # a column again

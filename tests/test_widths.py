@@ -162,3 +162,42 @@ def test_results_footnotes_notes_and_keeps_the_figure(tmp_path, width):
     assert result.exit_code == 0 and _too_wide(result.output, width) == []
     marked = [line for line in result.output.splitlines() if line.startswith("torch [1]")]
     assert len(marked) == 1 and "median [95% CI]" in result.output and "\n[1] SM clock fell" in result.output
+
+
+def _two_sessions(tmp_path):
+    records = []
+    for session, seed in (("s-old", 0), ("s-new", 10)):
+        for backend, mean in (("torch", 1000.0), ("tensorflow", 900.0)):
+            part = processes(mean, n=4, backend=backend, seed=seed + len(records))
+            for record in part:
+                record["session_id"] = session
+                record["started_at"] = "2026-12-01T10:00:00" if session == "s-old" else "2026-12-02T10:00:00"
+            records += part
+    return store_records(tmp_path / "two-sessions.db", records)
+
+
+def test_compare_says_what_it_pools_and_latest_takes_the_newest_session(tmp_path):
+    path = _two_sessions(tmp_path)
+    pooled = _invoke(100, "compare", "--store", path, "--by", "backend")
+    assert pooled.exit_code == 0, pooled.output
+    assert pooled.output.startswith("compared: backend; pooled: 2 sessions (s-old, s-new), 8 vs 8 processes;")
+    latest = _invoke(100, "compare", "--store", path, "--by", "backend", "--session", "latest")
+    assert latest.exit_code == 0, latest.output
+    assert latest.output.startswith("compared: backend; from session s-new, 4 vs 4 processes;")
+    rows = _invoke(100, "results", "--store", path, "--session", "latest").output
+    assert "session=s-new" in rows and "s-old" not in rows
+
+
+def test_results_keeps_the_session_column_at_120(tmp_path):
+    result = _invoke(120, "results", "--store", _two_sessions(tmp_path))
+    assert result.exit_code == 0 and _too_wide(result.output, 120) == []
+    header = next(line for line in result.output.splitlines() if "median [95% CI]" in line)
+    assert header.startswith("session")
+    assert sum(line.startswith("s-old") for line in result.output.splitlines()) == 8
+
+
+def test_the_quickstart_compares_the_session_it_ran():
+    from pathlib import Path
+
+    makefile = (Path(__file__).parent.parent / "Makefile").read_text()
+    assert "harness compare --by backend --session latest" in makefile

@@ -14,6 +14,7 @@ from harness.errors import InputError
 from harness.present.cells import run_time
 from harness.present.fitting import fit
 from harness.present.table import summary_table
+from harness.results.compare.records import LATEST, latest_session
 from harness.results.store import (
     Store,
     default_store_path,
@@ -31,7 +32,8 @@ SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok"
 @click.command("results")
 @click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--session", default=None, help="Only this session's results (its id, or a unique prefix of it).")
+@click.option("--session", default=None,
+              help="Only this session's results (its id, a unique prefix of it, or `latest`: the newest with results).")
 @click.option("--output", "-o", default=None, help="Write to this file instead of standard output (needed for parquet).")
 @click.option("--import", "imports", multiple=True, metavar="FILE",
               help="Take the results of FILE into the store: a side file kept when the store could not be written, "
@@ -128,7 +130,8 @@ def _emit(text: str, output: str | None, wrote: str) -> None:
 def print_results(path: str, fmt: str, session: str | None, output: str | None, wide: bool) -> None:
     """The stored results (of one session) as a table that fits the terminal, JSON, CSV or parquet."""
     with _reader(path) as store:
-        session_ids = [store.resolve_session(session)] if session else None
+        session_ids = [latest_session(store, path) if session == LATEST else store.resolve_session(session)] \
+            if session else None
         records = store.results(session_ids) if fmt == "table" else store.records(session_ids)
         _note_side_files(store)
     if fmt == "parquet":
