@@ -40,7 +40,8 @@ SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok"
                    "a JSON array of records (--format json), or another store, damaged or not (repeatable).")
 @click.option("--sessions", "list_sessions", is_flag=True,
               help="List the stored sessions: id, when it started, its status, its runs, its run time (the runs' "
-                   "durations added up) and its command; under the table, every session's run time added up.")
+                   "own time added up, waits for the host's timing lock left out) and its command; under the "
+                   "table, every session's run time added up.")
 @click.option("--wide", is_flag=True,
               help="Every column and every note in full, however wide (the table fits the terminal otherwise).")
 def command(store_path, fmt, session, output, imports, list_sessions, wide) -> None:
@@ -155,11 +156,12 @@ def print_sessions(path: str, fmt: str, output: str | None, wide: bool) -> None:
 
 def session_rows(store) -> list[dict]:
     """One row per stored session, oldest first: id, start, status, runs planned, results stored
-    (and how many ok), its run time (its records' `duration_s` added up: what the runs took, without the
-    gaps of a session stopped and resumed; `run_s` the same in seconds), the command that started it."""
+    (and how many ok), its run time (its records' run time added up: what the runs took, without the gaps
+    of a session stopped and resumed nor the waits for the host's timing lock; `run_s` the same in
+    seconds), the command that started it."""
     seconds: defaultdict[str, float] = defaultdict(float)
     for r in store.results():
-        seconds[r.session_id] += float(r.duration_s or 0.0)
+        seconds[r.session_id] += r.run_s
     rows = []
     for s in store.sessions():
         full = store.session(s.session_id)
