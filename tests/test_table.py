@@ -191,3 +191,14 @@ def test_compare_says_n_a_where_a_ratio_has_no_interval(tmp_path):
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("torch"))
     assert "2 [n/a]" in row
+
+
+def test_a_footnote_mark_survives_its_cell_being_shortened_and_runs_read_as_ranges():
+    rows = [{"value": "tensorflow", "verdict": "no difference found (busy machine)",
+             "warnings": "a; b; c; d; e"}, {"value": "jax", "verdict": "faster", "warnings": "b"}]
+    fitted = fit(rows, width=30, keep=("value", "verdict"), required=("value", "verdict"), shorten={"verdict": 16},
+                 footnotes=("warnings",), marked="verdict")
+    first = fitted.text.splitlines()[1]
+    assert first.endswith("... [1-4]") and len(first) <= 30, fitted.text  # b is in every row: said once, unmarked
+    assert fitted.shared == ["b"] and fitted.notes == ["a", "c", "d", "e"]
+    assert fitted.footer().splitlines()[:2] == ["every row: b", "[1] a"]

@@ -112,7 +112,7 @@ def _one_table(shown: list[dict], common: dict, *, wide: bool, width: int | None
             rest[name] = shown[0][name]
             shown = [{k: v for k, v in row.items() if k != name} for row in shown]
     fitted = fit(shown, width=width, wide=wide, keep=COMPARE_KEEP, required=COMPARE_REQUIRED,
-                 shorten={"verdict": 32}, last_resort=COMPARE_IMPORTANCE[:len(COMPARE_REQUIRED) - 1:-1],
+                 shorten={"verdict": 24}, last_resort=COMPARE_IMPORTANCE[:len(COMPARE_REQUIRED) - 1:-1],
                  footnotes=("warnings",), marked="verdict")
     shared = {**rest, **fitted.common}
     head = lead

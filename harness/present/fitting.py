@@ -99,6 +99,8 @@ class _Widths:
     def __init__(self, columns: list[str], cells: dict, width: int, shorten) -> None:
         self.columns, self.width = columns, width
         self.cells = cells
+        #: a column's footnote marks, row by row: kept whole where its cells are shortened
+        self.marks: dict[str, list[str]] = {}
         self.heads = {c: [c] for c in columns}
         self.full = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
         self.sizes = dict(self.full)
@@ -196,13 +198,32 @@ def _aligned(widths: _Widths, n_rows: int) -> str:
     depth = max((len(widths.heads[c]) for c in columns), default=1)
     heads = [[(widths.heads[c] if len(widths.heads[c]) == depth else [""] * (depth - 1) + widths.heads[c])[i]
               for c in columns] for i in range(depth)]
-    for values in heads + [[cells[c][i] for c in columns] for i in range(n_rows)]:
+    for row, values in enumerate(heads + [[cells[c][i] for c in columns] for i in range(n_rows)]):
         parts = []
         for c, v in zip(columns, values):
+            mark = widths.marks[c][row - depth] if c in widths.marks and row >= depth else ""
+            if mark and len(v) > sizes[c]:  # the text is cut, never its footnote mark
+                v = _shorten(v[: -len(mark) - 1], max(1, sizes[c] - len(mark) - 1)) + " " + mark
             v = _shorten(v, sizes[c])
             parts.append(v.rjust(sizes[c]) if align[c] else v.ljust(sizes[c]))
         lines.append(GAP.join(parts).rstrip())
     return "\n".join(lines)
+
+
+def _mark(numbers: list[str]) -> str:
+    """`[1]`, `[1,3]`, `[2-5]` (a run of three or more as a range); '' for none."""
+    if not numbers:
+        return ""
+    values, parts = sorted(int(n) for n in numbers), []
+    start = prev = values[0]
+    for n in values[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if prev == start else f"{start},{prev}" if prev == start + 1 else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return f"[{','.join(parts)}]"
 
 
 def _footnoted(columns: list[str], cells: dict, footnotes, out: Fitted) -> list[str]:
@@ -221,7 +242,7 @@ def _footnoted(columns: list[str], cells: dict, footnotes, out: Fitted) -> list[
             if text not in out.notes:
                 out.notes.append(text)
             numbers.append(str(out.notes.index(text) + 1))
-        marks.append(f"[{','.join(numbers)}]" if numbers else "")
+        marks.append(_mark(numbers))
     for c in taken:
         columns.remove(c)
     return marks
@@ -252,10 +273,11 @@ def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=
     marks = _footnoted(columns, cells, footnotes, out) if not wide else []
     if not wide:
         _set_aside(columns, cells, out, keep=keep, required=required, move=move)
-    if any(marks) and columns:
-        at = marked if marked in columns else columns[0]
+    at = (marked if marked in columns else columns[0]) if any(marks) and columns else None
+    if at is not None:
         cells[at] = [f"{v} {m}" if m else v for v, m in zip(cells[at], marks)]
     widths = _Widths(columns, cells, width, shorten)
+    widths.marks = {at: marks} if at is not None else {}
     if not wide:
         _narrow(widths, out, optional, last_resort, keep, required)
     out.text = _aligned(widths, len(rows))
