@@ -172,3 +172,21 @@ def test_a_bad_share_host_setting_exits_2_naming_the_field(tmp_path, fake_backen
     assert code == 2 and "Traceback" not in err
     assert "share_host" in err
     assert not store.exists()
+
+
+def test_a_holder_is_named_by_its_sessions_pid_and_command(monkeypatch, tmp_path):
+    argv = b"\0".join([b"/opt/venv/bin/python", b"-m", b"harness", b"run", b"quickstart", b"-q"]) + b"\0"
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        return real_open(tmp_path / "cmdline", *args, **kwargs) if path == "/proc/4242/cmdline" else \
+            real_open(path, *args, **kwargs)
+
+    (tmp_path / "cmdline").write_bytes(argv)
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert hostlock.process_command(4242) == "harness run quickstart -q"
+    who = {"pid": 4300, "run": "torch gemm on cpu", "session": "abc", **hostlock.session_of(4242)}
+    assert hostlock.describe_holder(who) == "pid 4242 (harness run quickstart -q), run torch gemm on cpu, session abc"
+    monkeypatch.setattr("builtins.open", real_open)
+    assert hostlock.process_command(2**22 + 7) is None  # no such process: nothing made up
+    assert hostlock.describe_holder({"pid": 7}) == "pid 7"
