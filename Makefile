@@ -53,6 +53,6 @@ test-compat: env-reference
 
 quickstart: setup
 	$(VENV)/bin/harness run scenarios/quickstart.yaml
-	$(VENV)/bin/harness compare --by backend
+	$(VENV)/bin/harness compare --by backend --session latest
 	$(HOW_TO_RUN)
 	@echo "Next: $(VENV)/bin/harness report (plots in reports/report.html), or see README.md, 'A worked example'."

@@ -345,7 +345,7 @@ def test_table_format_shows_ratio_ci_and_verdict(tmp_path):
     assert result.exit_code == 0, result.output
     assert "ratio [95% CI]" in result.output and "processes" in result.output and "5 vs 5" in result.output
     assert "faster" in result.output and "same within 2%" in result.output
-    assert "compared: backend; every row: workload=resnet50_train" in result.output
+    assert "compared: backend; from session s1, 5 vs 5 processes; every row: workload=resnet50_train" in result.output
 
 
 def test_json_format_parses_to_one_object_per_row(tmp_path):

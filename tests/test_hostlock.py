@@ -74,17 +74,29 @@ def test_two_sessions_never_time_at_once_and_the_one_that_waits_says_so(tmp_path
     holder.start()
     held.wait(10)
     try:
-        sessions = [_session(tmp_path, _scenario(write_scenario, name), name) for name in ("one", "two")]
-        waiting = "waiting for the host's timing lock"
+        sessions = [_session(tmp_path, _scenario(write_scenario, name), name, *quiet)
+                    for name, quiet in (("one", ()), ("two", ("-q",)))]
+        waiting = "waiting for the host timing lock"
         _wait_for(lambda: all(waiting in err.read_text() for _, err in sessions))
     finally:
         release.set()
         holder.join()
     for proc, err in sessions:
         assert proc.wait(timeout=300) == 0, err.read_text()[-2000:]
-        text = err.read_text()
-        assert f"held by pid {os.getpid()}, run a run of the test" in text and "got the host's timing lock" in text
+    text = sessions[0][1].read_text()
+    assert f"held by pid {os.getpid()}, run a run of the test" in text and "got the host's timing lock" in text
+    quiet = sessions[1][1].read_text().splitlines()
+    told = [line for line in quiet if line.startswith("waiting for the host timing lock, held by")]
+    assert told and all(len(line) <= 120 for line in told), quiet  # said under -q too, a line a wait
+    assert any(f"held by pid {os.getpid()}, run a run of the test" in line for line in told), told
+    after = [quiet[i + 1] for i, line in enumerate(quiet[:-1]) if line in told]
+    assert not any(line.startswith("  ") for line in after)  # no continuation: one line each
     spans = _isolations(tmp_path / "one.db") + _isolations(tmp_path / "two.db")
+    for db in ("one.db", "two.db"):  # the wait is its own phase, not the steps' nor the run's time
+        with open_store(str(tmp_path / db)) as store:
+            waited = [r for r in store.results() if r.env.isolation.waited_s > 0]
+        assert waited and all(r.phases_s.lock_wait == pytest.approx(r.env.isolation.waited_s) for r in waited)
+        assert all(r.run_s == pytest.approx(r.duration_s - r.phases_s.lock_wait) for r in waited)
     assert {s["mode"] for s in spans} == {"exclusive"} and {s["lock"] for s in spans} == {lock_file}
     assert sum(s["waited_s"] > 0 for s in spans) >= 2  # each session's first run waited for the test
     ordered = sorted((s["held_from"], s["held_to"]) for s in spans)
@@ -160,3 +172,21 @@ def test_a_bad_share_host_setting_exits_2_naming_the_field(tmp_path, fake_backen
     assert code == 2 and "Traceback" not in err
     assert "share_host" in err
     assert not store.exists()
+
+
+def test_a_holder_is_named_by_its_sessions_pid_and_command(monkeypatch, tmp_path):
+    argv = b"\0".join([b"/opt/venv/bin/python", b"-m", b"harness", b"run", b"quickstart", b"-q"]) + b"\0"
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        return real_open(tmp_path / "cmdline", *args, **kwargs) if path == "/proc/4242/cmdline" else \
+            real_open(path, *args, **kwargs)
+
+    (tmp_path / "cmdline").write_bytes(argv)
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert hostlock.process_command(4242) == "harness run quickstart -q"
+    who = {"pid": 4300, "run": "torch gemm on cpu", "session": "abc", **hostlock.session_of(4242)}
+    assert hostlock.describe_holder(who) == "pid 4242 (harness run quickstart -q), run torch gemm on cpu, session abc"
+    monkeypatch.setattr("builtins.open", real_open)
+    assert hostlock.process_command(2**22 + 7) is None  # no such process: nothing made up
+    assert hostlock.describe_holder({"pid": 7}) == "pid 7"

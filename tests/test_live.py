@@ -275,3 +275,70 @@ def test_dry_run_warns_before_a_gpu_sized_session_on_the_cpu(monkeypatch, tmp_pa
     assert result.exit_code == 0, result.output
     assert "warning: no GPU is visible" in result.output and "hours" in result.output
     assert not (tmp_path / "harness.db").exists()
+
+
+# --------------------------------------------------------------------- a wait for the host's timing lock
+HOLDER = ("pid 4242 (harness run quickstart --set size=256 --set measure.processes=1 -q --store "
+          "/home/someone/benchmarks/results/harness.db), run torch gemm on cpu, session 0123456789abcdef")
+
+
+@pytest.mark.parametrize("width", (80, 100, 120))
+def test_a_lock_wait_is_shown_within_the_width_and_its_run_time_leaves_it_out(width):
+    from harness.present.live import Progress
+    from harness.results.parts import PhaseSeconds
+
+    spec, _ = _events()
+    waiting = {"phase": "host_lock", "waiting": True, "holder": HOLDER, "lock": "/tmp/harness-timing.lock"}
+    live = io.StringIO()
+    shown = Progress(stream=live, live=True, width=width)
+    shown.start(1, 1, spec)
+    shown.progress(spec, waiting)
+    status = live.getvalue().split("\r")[-1].split("\x1b")[0]
+    assert status.startswith("[1/1] waiting for the host timing lock, held by") and len(status) < width
+    log = io.StringIO()
+    shown = Progress(stream=log, live=False, width=width)
+    shown.start(1, 1, spec)
+    shown.progress(spec, waiting)
+    shown.progress(spec, {"phase": "host_lock", "waiting": False, "waited_s": 113.6})
+    record = Result(status="ok", median=0.04, unit="TFLOP/s", duration_s=114.4,
+                    phases_s=PhaseSeconds(steps=0.5, lock_wait=113.6))
+    shown.result(1, 1, record)
+    lines = log.getvalue().splitlines()
+    assert all(len(line) <= width for line in lines), lines
+    assert "pid 4242 (harness run quickstart" in " ".join(log.getvalue().split())
+    assert "got the host's timing lock after 2 min" in lines[-2]
+    assert lines[-1] == "[1/1] ok 0.04 TFLOP/s in 0.8 s (+114 s waiting for the lock)"
+
+
+def test_quiet_still_says_a_lock_wait_in_one_line(monkeypatch, capsys):
+    from harness.present.live import LiveDisplay
+
+    monkeypatch.setenv("COLUMNS", "80")
+    spec, _ = _events()
+    shown = LiveDisplay(quiet=True)
+    shown.run_progress(spec, {"phase": "block", "block": 1, "repeats": 3, "rate": 1.0})
+    shown.run_progress(spec, {"phase": "host_lock", "waiting": True, "holder": HOLDER})
+    shown.run_progress(spec, {"phase": "host_lock", "waiting": False, "waited_s": 3.0})
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 80 and "held by pid 4242 (harness run" in lines[0]
+
+
+def test_the_run_time_of_sessions_and_estimates_leave_lock_waits_out(tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from harness.results.parts import PhaseSeconds
+    from harness.session.forecast import Durations
+
+    waited = Result(run_id="a", run_key="k", session_id="s1", status="ok", duration_s=150.0,
+                    phases_s=PhaseSeconds(steps=30.0, lock_wait=120.0))
+    plain = Result(run_id="b", run_key="k", session_id="s1", status="ok", duration_s=30.0)
+    assert waited.run_s == 30.0 and plain.run_s == 30.0
+    assert Durations([waited, plain]).of("k") == [30.0, 30.0]
+    with open_store(tmp_path / "w.db") as store:
+        store.begin_session("s1", [], scenario_path="x.yaml", command="harness run x.yaml")
+        store.add(waited)
+        store.add(plain)
+    out = CliRunner().invoke(main, ["results", "--store", str(tmp_path / "w.db"), "--sessions", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert '"run_s": 60.0' in out.output and '"run time": "60 s"' in out.output  # not 180 s

@@ -78,9 +78,11 @@ def test_every_line_fits_the_width_and_what_every_row_shares_moves_above_the_tab
         assert head.startswith("every row: ") and "session=s1" in head and "size=1024" in head and "device=cpu" in head
         table = text.splitlines()
         assert any(line.startswith("backend") for line in table)
-        assert "..." in text and "--wide shows everything" in text  # the long note, shortened, and said so
+        # the long note is said whole under the table (every row has it: no mark), never cut
+        assert "..." not in text and "every row: CV 12.3% exceeds 5%" in text and " [1]" not in text
     narrow = results_text(records, width=80)
-    assert "columns left out:" in narrow  # the least needed columns go before the notes become unreadable
+    header = next(line for line in narrow.splitlines() if line.startswith("backend"))
+    assert "median [95% CI]" in header and "cv" in header  # a footnoted note takes no figure's room
 
 
 def test_wide_prints_every_column_and_note_in_full():
@@ -173,9 +175,10 @@ def test_compare_fits_columns_moves_shared_columns_and_wide_shows_every_warning(
     lines = result.output.splitlines()
     table = lines[:next(i for i, line in enumerate(lines) if line.startswith("torch")) + 1]
     assert all(len(line) <= 100 for line in table), table
-    assert lines[0].startswith("compared: backend; every row: workload=gemm") and "size=1024" in result.output
-    assert "size=1024.0" not in result.output and "processes=5 vs 5" in result.output  # shared: said once
-    assert LONG_NOTE not in result.output
+    assert lines[0].startswith("compared: backend; from session s1, 5 vs 5 processes; every row: workload=gemm")
+    assert "size=1024" in result.output and "size=1024.0" not in result.output
+    assert "processes=" not in result.output  # shared: said once, in the header line
+    assert "\n[1] " in result.output and "CV 12.3% exceeds 5%" in result.output  # a footnote under the table
     wide = _invoke("compare", "--store", path, "--by", "backend", "--wide", columns=100)
     assert wide.exit_code == 0 and LONG_NOTE in wide.output
     assert "processes" in wide.output.splitlines()[1]  # a column again
@@ -188,3 +191,14 @@ def test_compare_says_n_a_where_a_ratio_has_no_interval(tmp_path):
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("torch"))
     assert "2 [n/a]" in row
+
+
+def test_a_footnote_mark_survives_its_cell_being_shortened_and_runs_read_as_ranges():
+    rows = [{"value": "tensorflow", "verdict": "no difference found (busy machine)",
+             "warnings": "a; b; c; d; e"}, {"value": "jax", "verdict": "faster", "warnings": "b"}]
+    fitted = fit(rows, width=30, keep=("value", "verdict"), required=("value", "verdict"), shorten={"verdict": 16},
+                 footnotes=("warnings",), marked="verdict")
+    first = fitted.text.splitlines()[1]
+    assert first.endswith("... [1-4]") and len(first) <= 30, fitted.text  # b is in every row: said once, unmarked
+    assert fitted.shared == ["b"] and fitted.notes == ["a", "c", "d", "e"]
+    assert fitted.footer().splitlines()[:2] == ["every row: b", "[1] a"]

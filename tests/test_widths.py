@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from harness.cli import main
 from tests.test_compare import processes, store_records
 
-WIDTHS = (80, 120)
+WIDTHS = (80, 100, 120)
 #: A long warning: the fitted table shortens or leaves it out, --wide prints it whole.
 LONG = "SM clock fell to 1545 MHz during the timed region (max 1980 MHz): throttling, or other load on the machine"
 
@@ -47,7 +47,7 @@ def test_compare_on_two_workloads_fits_and_says_what_it_left_out(two_workloads, 
     assert "resnet50_train: compared: backend" in result.output and "gemm: compared: backend" in result.output
     assert "every row:" in result.output  # the constant columns, said once
     assert "batch_size" not in result.output.split("gemm: compared")[1].split("fastest")[0]  # no other workload's dashes
-    assert LONG not in result.output
+    assert LONG in " ".join(result.output.split())  # under the table, whole
     wide = _invoke(width, "compare", "--store", two_workloads, "--by", "backend", "--wide")
     assert LONG in wide.output and _too_wide(wide.output, width)
 
@@ -117,3 +117,87 @@ def test_list_and_env_fit(width):
         result = _invoke(width, command)
         assert result.exit_code == 0, result.output
         assert _too_wide(result.output, width) == [], command
+
+
+#: The columns that answer the question: they stay at every width the tests try.
+ANSWER = ("value", "ratio [95% CI]", "change", "p", "verdict")
+
+
+def _table_header(text: str) -> str:
+    """The table's header (its two lines joined, where a header folds), the line above its first row."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("value") or line.lstrip().startswith("baseline"))
+    return " ".join(lines[at:at + 2])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_compare_keeps_the_answering_figures_and_footnotes_the_warnings(tmp_path, width):
+    records = processes(1000.0, backend="torch", seed=1) + processes(900.0, backend="tensorflow", seed=2)
+    for record in records:
+        if record["backend"] == "tensorflow":
+            record["warnings"] = [LONG]
+    path = store_records(tmp_path / "w.db", records)
+    result = _invoke(width, "compare", "--store", path, "--by", "backend")
+    assert result.exit_code == 0, result.output
+    assert _too_wide(result.output, width) == []
+    header = _table_header(result.output)
+    for column in ANSWER if width > 80 else ANSWER[:-2] + ANSWER[-1:]:
+        assert column in header, (column, result.output)
+    assert "baseline" in header and "median" in header
+    if width == 80 and " p " not in header + " ":  # the last of the answer to go, and said so
+        assert "columns left out: baseline, p to fit 80" in result.output
+    row = next(line for line in result.output.splitlines() if "tensorflow " in line and "slower" in line)
+    assert row.rstrip().endswith("[1]")  # the warning is a mark on the verdict ...
+    notes = result.output.split("\n[1] ", 1)[1]
+    assert " ".join(notes.split()).startswith("tensorflow: SM clock fell to 1545 MHz")  # ... its text below, whole
+    assert width == 80 or "columns left out" not in result.output
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_results_footnotes_notes_and_keeps_the_figure(tmp_path, width):
+    records = processes(1000.0, backend="torch", seed=1) + processes(900.0, backend="tensorflow", seed=2)
+    records[0]["warnings"] = [LONG]
+    path = store_records(tmp_path / "r.db", records)
+    result = _invoke(width, "results", "--store", path)
+    assert result.exit_code == 0 and _too_wide(result.output, width) == []
+    marked = [line for line in result.output.splitlines() if line.startswith("torch [1]")]
+    assert len(marked) == 1 and "median [95% CI]" in result.output and "\n[1] SM clock fell" in result.output
+
+
+def _two_sessions(tmp_path):
+    records = []
+    for session, seed in (("s-old", 0), ("s-new", 10)):
+        for backend, mean in (("torch", 1000.0), ("tensorflow", 900.0)):
+            part = processes(mean, n=4, backend=backend, seed=seed + len(records))
+            for record in part:
+                record["session_id"] = session
+                record["started_at"] = "2026-12-01T10:00:00" if session == "s-old" else "2026-12-02T10:00:00"
+            records += part
+    return store_records(tmp_path / "two-sessions.db", records)
+
+
+def test_compare_says_what_it_pools_and_latest_takes_the_newest_session(tmp_path):
+    path = _two_sessions(tmp_path)
+    pooled = _invoke(100, "compare", "--store", path, "--by", "backend")
+    assert pooled.exit_code == 0, pooled.output
+    assert pooled.output.startswith("compared: backend; pooled: 2 sessions (s-old, s-new), 8 vs 8 processes;")
+    latest = _invoke(100, "compare", "--store", path, "--by", "backend", "--session", "latest")
+    assert latest.exit_code == 0, latest.output
+    assert latest.output.startswith("compared: backend; from session s-new, 4 vs 4 processes;")
+    rows = _invoke(100, "results", "--store", path, "--session", "latest").output
+    assert "session=s-new" in rows and "s-old" not in rows
+
+
+def test_results_keeps_the_session_column_at_120(tmp_path):
+    result = _invoke(120, "results", "--store", _two_sessions(tmp_path))
+    assert result.exit_code == 0 and _too_wide(result.output, 120) == []
+    header = next(line for line in result.output.splitlines() if "median [95% CI]" in line)
+    assert header.startswith("session")
+    assert sum(line.startswith("s-old") for line in result.output.splitlines()) == 8
+
+
+def test_the_quickstart_compares_the_session_it_ran():
+    from pathlib import Path
+
+    makefile = (Path(__file__).parent.parent / "Makefile").read_text()
+    assert "harness compare --by backend --session latest" in makefile

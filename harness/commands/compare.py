@@ -18,6 +18,7 @@ from harness.results.compare import (
     field_value,
     load_records,
     parse_by,
+    resolve_latest,
     session_baseline,
 )
 from harness.results.compare.breakdown import breakdown_pairs
@@ -47,7 +48,8 @@ shares is said on the line above it and long warnings are shortened; --wide prin
               help="The value of the --by field(s) the others are compared with (default: by backend torch, "
                    "then tensorflow, then the others by name; otherwise the first seen).")
 @click.option("--session", "sessions", multiple=True, metavar="ID",
-              help="Only these sessions; two or more without --by compare the sessions, the first as baseline.")
+              help="Only these sessions (`latest`: the newest with results); two or more without --by compare the "
+                   "sessions, the first as baseline. Without it every session in the store is pooled.")
 @click.option("--metric", default="median", show_default=True,
               help="median (the headline, on raw samples), or a record field: step_time_s, peak_allocated_bytes, ...")
 @click.option("--fail-if-slower", "fail_pct", type=float, default=None, metavar="PCT",
@@ -64,6 +66,7 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
     """`harness compare`: its help is HELP, which states the defaults it names from their source."""
 
     by = parse_by(by)
+    sessions = resolve_latest(store_path, sessions)
     min_effect = _checked(fail_pct, min_effect)
     if not by:
         if len(sessions) < 2:
@@ -79,7 +82,8 @@ def command(store_path, by, baseline, sessions, metric, fail_pct, min_effect, fm
         return
     _metric_recorded(records, by, metric)
     table = comparison_rows(records, by, baseline, metric, min_effect=min_effect)
-    click.echo(comparison_text(table, fmt, wide=wide, records=records, by=by, metric=metric), nl=False)
+    click.echo(comparison_text(table, fmt, wide=wide, records=records, by=by, metric=metric,
+                               pooled=by != ["session_id"]), nl=False)
     if fail_pct is not None:
         regressed = fail_if_slower(table, fail_pct)
         for line in regression_lines(table, regressed, fail_pct):

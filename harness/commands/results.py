@@ -15,7 +15,7 @@ from harness.errors import InputError
 from harness.present.cells import run_time
 from harness.present.fitting import fit
 from harness.present.table import summary_table
-from harness.results.compare.records import refuse_empty_session
+from harness.results.compare.records import LATEST, latest_session, refuse_empty_session
 from harness.results.store import (
     Store,
     default_store_path,
@@ -33,14 +33,16 @@ SESSION_COLUMNS = ("session", "started (UTC)", "status", "runs", "results", "ok"
 @click.command("results")
 @click.option("--store", "store_path", default=None, help="SQLite store (default harness.db or $HARNESS_STORE).")
 @click.option("--format", "fmt", type=Choice(FORMATS), default="table", show_default=True)
-@click.option("--session", default=None, help="Only this session's results (its id, or a unique prefix of it).")
+@click.option("--session", default=None,
+              help="Only this session's results (its id, a unique prefix of it, or `latest`: the newest with results).")
 @click.option("--output", "-o", default=None, help="Write to this file instead of standard output (needed for parquet).")
 @click.option("--import", "imports", multiple=True, metavar="FILE",
               help="Take the results of FILE into the store: a side file kept when the store could not be written, "
                    "a JSON array of records (--format json), or another store, damaged or not (repeatable).")
 @click.option("--sessions", "list_sessions", is_flag=True,
               help="List the stored sessions: id, when it started, its status, its runs, its run time (the runs' "
-                   "durations added up) and its command; under the table, every session's run time added up.")
+                   "own time added up, waits for the host's timing lock left out) and its command; under the "
+                   "table, every session's run time added up.")
 @click.option("--wide", is_flag=True,
               help="Every column and every note in full, however wide (the table fits the terminal otherwise).")
 def command(store_path, fmt, session, output, imports, list_sessions, wide) -> None:
@@ -131,7 +133,8 @@ def _emit(text: str, output: str | None, wrote: str) -> None:
 def print_results(path: str, fmt: str, session: str | None, output: str | None, wide: bool) -> None:
     """The stored results (of one session) as a table that fits the terminal, JSON, CSV or parquet."""
     with _reader(path) as store:
-        session_ids = [store.resolve_session(session)] if session else None
+        session_ids = [latest_session(store, path) if session == LATEST else store.resolve_session(session)] \
+            if session else None
         records = store.results(session_ids) if fmt == "table" else store.records(session_ids)
         _note_side_files(store)
     if fmt == "parquet":
@@ -155,11 +158,12 @@ def print_sessions(path: str, fmt: str, output: str | None, wide: bool) -> None:
 
 def session_rows(store) -> list[dict]:
     """One row per stored session, oldest first: id, start, status, runs planned, results stored
-    (and how many ok), its run time (its records' `duration_s` added up: what the runs took, without the
-    gaps of a session stopped and resumed; `run_s` the same in seconds), the command that started it."""
+    (and how many ok), its run time (its records' run time added up: what the runs took, without the gaps
+    of a session stopped and resumed nor the waits for the host's timing lock; `run_s` the same in
+    seconds), the command that started it."""
     seconds: defaultdict[str, float] = defaultdict(float)
     for r in store.results():
-        seconds[r.session_id] += float(r.duration_s or 0.0)
+        seconds[r.session_id] += r.run_s
     rows = []
     for s in store.sessions():
         full = store.session(s.session_id)

@@ -25,12 +25,15 @@ from harness.results.store.exports import spreadsheet_safe
 
 #: Columns of the comparison that stay in the table even when every row has the same value.
 COMPARE_KEEP = ("baseline", "value", "baseline median", "median", "ratio [95% CI]", "change", "p", "verdict", "warnings")
+#: The comparison's columns in order of importance, most important first: what is compared and the answer
+#: (the ratio with its interval, the verdict), by how much (the change, both medians), how sure (p), then
+#: what the header line or --wide can say. A narrow terminal leaves them out from the end of this list;
+#: a match column (what tells the rows apart) goes only after all of them; the warnings are footnotes
+#: marked on the verdict they qualify.
+COMPARE_IMPORTANCE = ("value", "ratio [95% CI]", "verdict", "change", ("baseline median", "median"), "p",
+                      "scaling efficiency", "datasheet ratio", "processes", "unit", "baseline")
 #: Columns that stay however narrow the terminal: what is compared and the answer.
-COMPARE_REQUIRED = ("value", "ratio [95% CI]", "verdict")
-#: Left out first when the table is too wide for the terminal.
-COMPARE_OPTIONAL = ("change",)
-#: ... and, once the warnings and verdicts are as short as they get, these (the ratio says it).
-COMPARE_LAST_RESORT = (("baseline median", "median"), "p")
+COMPARE_REQUIRED = COMPARE_IMPORTANCE[:3]
 
 
 def _plain(value):
@@ -81,15 +84,37 @@ def _shared_reasons(shown: list[dict]) -> list[str]:
     return notes
 
 
-def _one_table(shown: list[dict], common: dict, *, wide: bool, width: int | None, lead: str) -> list[str]:
+def pool_text(records, shown: list[dict]) -> str:
+    """What a comparison pools, for its header line: `from session ID` or `pooled: N sessions (IDS)`, and
+    the processes a side where every row has the same (`4 vs 4 processes`); '' where nothing is known."""
+    sessions = list(dict.fromkeys(str(r.session_id) for r in records or () if r.session_id))
+    parts = []
+    if len(sessions) == 1:
+        parts.append(f"from session {sessions[0]}")
+    elif sessions:
+        listed = ", ".join(sessions[:3]) + (", ..." if len(sessions) > 3 else "")
+        parts.append(f"pooled: {len(sessions)} sessions ({listed})")
+    counts = {str(row.get("processes")) for row in shown}
+    if len(counts) == 1 and shown and "processes" in shown[0]:
+        parts.append(f"{counts.pop()} processes")
+    return ", ".join(parts)
+
+
+def _one_table(shown: list[dict], common: dict, *, wide: bool, width: int | None, lead: str,
+               pool: str = "") -> list[str]:
     rest = {k: cell(v) for k, v in common.items() if k != "compared"}
+    if pool:
+        lead = f"{lead}; {pool}"
+        if not wide and "processes" in pool.split(", ")[-1]:  # said in the lead: not again in every row
+            shown = [{k: v for k, v in row.items() if k != "processes"} for row in shown]
     notes = [] if wide else _shared_reasons(shown)
     for name in ("baseline", "verdict"):  # the same in every row: said once above the table
         if not wide and len(shown) > 1 and len({str(r[name]) for r in shown}) == 1:
             rest[name] = shown[0][name]
             shown = [{k: v for k, v in row.items() if k != name} for row in shown]
     fitted = fit(shown, width=width, wide=wide, keep=COMPARE_KEEP, required=COMPARE_REQUIRED,
-                 shorten={"warnings": 16, "verdict": 32}, optional=COMPARE_OPTIONAL, last_resort=COMPARE_LAST_RESORT)
+                 shorten={"verdict": 24}, last_resort=COMPARE_IMPORTANCE[:len(COMPARE_REQUIRED) - 1:-1],
+                 footnotes=("warnings",), marked="verdict")
     shared = {**rest, **fitted.common}
     head = lead
     if shared:
@@ -101,28 +126,32 @@ def _one_table(shown: list[dict], common: dict, *, wide: bool, width: int | None
 
 
 def table_lines(table: list[ComparisonRow], common: dict, rows: list[dict], *, wide: bool = False,
-                width: int | None = None, metric: str = "median") -> list[str]:
+                width: int | None = None, metric: str = "median", records=None) -> list[str]:
     """The comparison for the terminal: `compared: ...; every row: ...` (what the rows share,
     wrapped), the table fitted to the width, and a line saying what it shortened or left out.
 
     Rows of several workloads make one table each (a workload's parameters are `-` on the other's
     rows). Integers stay integers (`size=1024`, also where pandas made the column float); a ratio
     without an interval (one process against several, or one timed block) says `[n/a]`; a byte
-    metric (`host_peak_rss_bytes`) reads in GiB or MiB.
+    metric (`host_peak_rss_bytes`) reads in GiB or MiB. With `records`, the header line says what the
+    comparison pools: the sessions and the processes a side.
     """
 
     shown = _shown_rows(table, rows, metric)
     compared = common["compared"]
     workloads = list(dict.fromkeys(r.fixed("workload") for r in table))
     if len(workloads) < 2:
-        return _one_table(shown, common, wide=wide, width=width, lead=f"compared: {compared}")
+        return _one_table(shown, common, wide=wide, width=width, lead=f"compared: {compared}",
+                          pool=pool_text(records, shown) if records is not None else "")
     lines = []
     for workload in workloads:
         mine = [row for source, row in zip(table, shown) if source.fixed("workload") == workload]
         part = [{k: v for k, v in row.items() if k != "workload"} for row in mine]
         if lines:
             lines.append("")
-        lines += _one_table(part, common, wide=wide, width=width, lead=f"{workload}: compared: {compared}")
+        pool = pool_text([r for r in records if r.workload == workload], part) if records is not None else ""
+        lines += _one_table(part, common, wide=wide, width=width, lead=f"{workload}: compared: {compared}",
+                            pool=pool)
     return lines
 
 
@@ -135,9 +164,10 @@ def size_text(value) -> str:
 
 
 def comparison_text(table: list[ComparisonRow], fmt: str, *, wide: bool, records=None, by=(),
-                    metric: str = "median") -> str:
+                    metric: str = "median", pooled: bool = False) -> str:
     """The comparison in a format (table, csv, json, markdown), as `harness compare` prints it: a table or
-    Markdown with the notes under it and, by backend, each variant's fastest configuration (of `records`). CSV
+    Markdown with the notes under it and, by backend, each variant's fastest configuration (of `records`);
+    `pooled`: the table's header line says which sessions and how many processes a side it pools. CSV
     and JSON are the rows of `compare`'s DataFrame."""
     if fmt == "json":
         rows = [{k: _plain(v) for k, v in r.items()} for r in frame_of(table).to_dict(orient="records")]
@@ -148,7 +178,7 @@ def comparison_text(table: list[ComparisonRow], fmt: str, *, wide: bool, records
     if fmt == "markdown":
         lines = [markdown_text(describe_common(common)) + "\n", markdown_table(rows)]
     else:
-        lines = table_lines(table, common, rows, wide=wide, metric=metric)
+        lines = table_lines(table, common, rows, wide=wide, metric=metric, records=records if pooled else None)
     after = table_notes(table)
     if "backend" in by:
         after += describe_fastest(fastest_configurations(records, metric))

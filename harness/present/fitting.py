@@ -1,12 +1,15 @@
 """A table fitted to the terminal's width (`COLUMNS`, else the terminal's width, else DEFAULT_WIDTH): a column
 whose value is the same in every row moves to a header line above the table (`every row: device=cpu, ...`), a
 column empty in every row is left out, long notes are shortened, and if it is still too wide the least needed
-columns are left out, saying which. `wide=True` prints everything."""
+columns are left out, saying which: a caller states the order, least important first, so the figures that
+answer go last. A warnings column becomes footnote marks (`[1]`) on the row's first cell, its text under the
+table. `wide=True` prints everything."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import textwrap
 from dataclasses import dataclass, field
 
 from harness.present.cells import cell
@@ -37,20 +40,30 @@ class Fitted:
     shortened: list[str] = field(default_factory=list)
     hidden: list[str] = field(default_factory=list)
     width: int = DEFAULT_WIDTH
+    #: The footnotes' texts, `[1]` first: the warnings the rows' marks point to.
+    notes: list[str] = field(default_factory=list)
+    #: The warnings every row has: said once under the table, with no mark.
+    shared: list[str] = field(default_factory=list)
+
+    def footnotes(self) -> list[str]:
+        """`every row: text` per shared warning, then `[1] text` per footnote, each wrapped to the width."""
+        texts = [f"every row: {note}" for note in self.shared] + [f"[{i}] {note}" for i, note in
+                                                                  enumerate(self.notes, 1)]
+        return [textwrap.fill(text, width=max(20, self.width), subsequent_indent="    ", break_long_words=False)
+                for text in texts]
 
     def footer(self) -> str | None:
-        """One line saying what the table does not show in full, or None."""
+        """The footnotes, then one line saying what the table does not show in full; None when neither."""
         parts = []
         if self.shortened:
             parts.append(f"{', '.join(self.shortened)} shortened")
         if self.hidden:
             parts.append(f"columns left out: {', '.join(self.hidden)}")
-        if not parts:
-            return None
-        import textwrap
-
-        text = f"({'; '.join(parts)} to fit {self.width} columns; --wide shows everything)"
-        return "\n".join(textwrap.wrap(text, width=max(20, self.width), subsequent_indent=" ", break_long_words=False))
+        lines = self.footnotes()
+        if parts:
+            text = f"({'; '.join(parts)} to fit {self.width} columns; --wide shows everything)"
+            lines += textwrap.wrap(text, width=max(20, self.width), subsequent_indent=" ", break_long_words=False)
+        return "\n".join(lines) or None
 
 
 _NUMBER = re.compile(r"[-+<]?(\d[\d,]*)?\.?\d+(e[-+]?\d+)?%?")
@@ -85,6 +98,10 @@ class _Widths:
 
     def __init__(self, columns: list[str], cells: dict, width: int, shorten) -> None:
         self.columns, self.width = columns, width
+        self.cells = cells
+        #: a column's footnote marks, row by row: kept whole where its cells are shortened
+        self.marks: dict[str, list[str]] = {}
+        self.heads = {c: [c] for c in columns}
         self.full = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
         self.sizes = dict(self.full)
         self.floors = dict(shorten) if isinstance(shorten, dict) else {c: MIN_SHORTENED_HARD for c in shorten}
@@ -109,6 +126,17 @@ class _Widths:
                 floor = max(len(c), self.floors[c] if least is None else max(least, self.floors[c]))
                 self.sizes[c] = min(self.sizes[c], max(floor, self.sizes[c] - over))
 
+    def fold_headers(self) -> None:
+        """Put a header wider than its cells (`baseline median`) on two lines, split at the space that
+        makes it narrowest: the column then takes its cells' width."""
+        for c in self.columns:
+            cells = max(len(v) for v in self.cells[c])
+            splits = [(c[:i], c[i + 1:]) for i, ch in enumerate(c) if ch == " "]
+            if len(c) <= cells or not splits:
+                continue
+            self.heads[c] = list(min(splits, key=lambda pair: max(map(len, pair))))
+            self.full[c] = self.sizes[c] = max(cells, *map(len, self.heads[c]))
+
     def leave_out(self, names, out: Fitted) -> None:
         """Leave these columns out, saying so in `out.hidden`."""
         for c in names:
@@ -120,7 +148,9 @@ class _Widths:
 def _narrow(widths: _Widths, out: Fitted, optional, last_resort, keep=(), required=()) -> None:
     """Cut and leave out columns until the table fits: the `shorten` columns to MIN_SHORTENED, the `optional`
     columns out, the `shorten` columns to their floors, the `last_resort` columns out, then any column
-    from the right (`_last_columns_out`)."""
+    from the right (`_last_columns_out`). A header wider than its cells goes on two lines first."""
+    if not widths.fits():
+        widths.fold_headers()
     widths.cut(MIN_SHORTENED)
     for c in optional:  # the least needed columns go before the notes shrink below MIN_SHORTENED
         if widths.fits():
@@ -160,21 +190,67 @@ def _last_columns_out(widths: _Widths, out: Fitted, keep, required) -> None:
         over -= cut
 
 
-def _aligned(columns: list[str], cells: dict, sizes: dict, n_rows: int) -> str:
-    """The header and rows, each cell shortened to its column's size, numbers right-aligned."""
+def _aligned(widths: _Widths, n_rows: int) -> str:
+    """The header (one or two lines) and rows, each cell shortened to its column's size, numbers right-aligned."""
+    columns, cells, sizes = widths.columns, widths.cells, widths.sizes
     lines = []
     align = {c: _right_aligned(cells[c]) for c in columns}
-    for values in [list(columns)] + [[cells[c][i] for c in columns] for i in range(n_rows)]:
+    depth = max((len(widths.heads[c]) for c in columns), default=1)
+    heads = [[(widths.heads[c] if len(widths.heads[c]) == depth else [""] * (depth - 1) + widths.heads[c])[i]
+              for c in columns] for i in range(depth)]
+    for row, values in enumerate(heads + [[cells[c][i] for c in columns] for i in range(n_rows)]):
         parts = []
         for c, v in zip(columns, values):
+            mark = widths.marks[c][row - depth] if c in widths.marks and row >= depth else ""
+            if mark and len(v) > sizes[c]:  # the text is cut, never its footnote mark
+                v = _shorten(v[: -len(mark) - 1], max(1, sizes[c] - len(mark) - 1)) + " " + mark
             v = _shorten(v, sizes[c])
             parts.append(v.rjust(sizes[c]) if align[c] else v.ljust(sizes[c]))
         lines.append(GAP.join(parts).rstrip())
     return "\n".join(lines)
 
 
+def _mark(numbers: list[str]) -> str:
+    """`[1]`, `[1,3]`, `[2-5]` (a run of three or more as a range); '' for none."""
+    if not numbers:
+        return ""
+    values, parts = sorted(int(n) for n in numbers), []
+    start = prev = values[0]
+    for n in values[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if prev == start else f"{start},{prev}" if prev == start + 1 else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return f"[{','.join(parts)}]"
+
+
+def _footnoted(columns: list[str], cells: dict, footnotes, out: Fitted) -> list[str]:
+    """Take the `footnotes` columns out of the table: each distinct warning (a cell holds them joined by
+    `; `) becomes a footnote in `out.notes` (one every row has is said once, unmarked, in `out.shared`);
+    returns each row's marks (`[1]`, `[1,2]`, or '')."""
+    taken = [c for c in columns if c in footnotes]
+    n_rows = len(cells[columns[0]]) if columns else 0
+    per_row = [list(dict.fromkeys(t for c in taken for t in cells[c][i].split("; ") if t.strip() and t != "-"))
+               for i in range(n_rows)]
+    out.shared = [t for t in per_row[0] if all(t in texts for texts in per_row)] if n_rows > 1 else []
+    marks = []
+    for texts in per_row:
+        numbers = []
+        for text in (t for t in texts if t not in out.shared):
+            if text not in out.notes:
+                out.notes.append(text)
+            numbers.append(str(out.notes.index(text) + 1))
+        marks.append(_mark(numbers))
+    for c in taken:
+        columns.remove(c)
+    return marks
+
+
 def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=(), required=(),
-        shorten=("notes", "warnings"), optional=(), last_resort=(), move: bool = True) -> Fitted:
+        shorten=("notes", "warnings"), optional=(), last_resort=(), move: bool = True, footnotes=(),
+        marked: str | None = None) -> Fitted:
     """Lay `rows` out for `width` columns (default: terminal_width()).
 
     Not `wide`: columns empty in every row are left out (except the `required` ones); with `move`,
@@ -183,7 +259,9 @@ def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=
     characters); then the `optional` columns are left
     out in their order, and the `shorten` columns cut further, to their own floor (`shorten` may map
     each to its floor; MIN_SHORTENED_HARD otherwise), and last the `last_resort` columns (or groups
-    of columns) left out, until the table fits. `wide`: every column in full.
+    of columns) left out, until the table fits. The `footnotes` columns become marks on each row's cell
+    of column `marked` (default: the first) with their text under the table (Fitted.footer). `wide`: every
+    column in full.
     """
     width = terminal_width() if width is None else int(width)
     out = Fitted(width=width)
@@ -192,12 +270,17 @@ def fit(rows: list[dict], *, width: int | None = None, wide: bool = False, keep=
         return out
     columns = list(dict.fromkeys(k for row in rows for k in row))
     cells = {c: [cell(row.get(c)) if not isinstance(row.get(c), str) else row.get(c) for row in rows] for c in columns}
+    marks = _footnoted(columns, cells, footnotes, out) if not wide else []
     if not wide:
         _set_aside(columns, cells, out, keep=keep, required=required, move=move)
+    at = (marked if marked in columns else columns[0]) if any(marks) and columns else None
+    if at is not None:
+        cells[at] = [f"{v} {m}" if m else v for v, m in zip(cells[at], marks)]
     widths = _Widths(columns, cells, width, shorten)
+    widths.marks = {at: marks} if at is not None else {}
     if not wide:
         _narrow(widths, out, optional, last_resort, keep, required)
-    out.text = _aligned(widths.columns, cells, widths.sizes, len(rows))
+    out.text = _aligned(widths, len(rows))
     return out
 
 

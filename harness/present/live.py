@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+import time
 from collections import Counter
 
 import click
@@ -156,7 +157,8 @@ class Progress:
 
     def _line(self, text: str) -> None:
         self._clear()
-        self._write(text + "\n")
+        width = self.width or terminal_width()
+        self._write(textwrap.fill(text, width=width, subsequent_indent="  ", break_long_words=False) + "\n")
 
     def _status(self, text: str, at: str | None = None) -> None:
         width = self.width or shutil.get_terminal_size((100, 24)).columns
@@ -188,7 +190,8 @@ class Progress:
             figure = f" {record.median:.4g} {record.unit or ''}"
         elif record.error:
             figure = f" ({str(record.error).splitlines()[0][:150]})"
-        tail = f" in {record.duration_s or 0:.1f} s"
+        waited = record.phases_s.lock_wait
+        tail = f" in {record.run_s:.1f} s" + (f" (+{waited:.0f} s waiting for the lock)" if waited else "")
         head = f"[{i}/{n}] {record.status}{figure}"
         room = (self.width or terminal_width()) - len(tail)
         if len(head) > room:  # one line: the record keeps the whole error
@@ -226,13 +229,19 @@ def describe_event(spec, event: ProgressEvent | dict, *, live: bool) -> str | No
     if phase == "block":
         return probe + _describe_block(spec, event)
     if phase == "host_lock":  # harness.worker.hostlock: another session on this host is timing a run
-        if event.waiting:
-            return (f"{probe}waiting for the host's timing lock ({event.lock}), held by "
-                    f"{event.holder or 'another harness session'}: two sessions never time at once")
-        return f"{probe}got the host's timing lock after {format_duration(number('waited_s') or 0.0)}"
+        return probe + lock_wait_text(event)
     if phase == "probe_done":  # harness.session.capacity, after each probe: its answer and where its time went
         return probe + _describe_probe(event)
     return None
+
+
+def lock_wait_text(event: ProgressEvent) -> str:
+    """A `host_lock` event in words: whom the run waits for and since when (the wait is not its run time),
+    or how long it waited once it has the lock."""
+    if event.waiting:
+        return (f"waiting for the host timing lock, held by {event.holder or 'another harness session'}; "
+                f"since {time.strftime('%H:%M:%S')}, not run time")
+    return f"got the host's timing lock after {format_duration(event.figure('waited_s') or 0.0)}"
 
 
 def _describe_block(spec, event: ProgressEvent) -> str:
@@ -311,9 +320,15 @@ class LiveDisplay(SessionObserver):
             self.progress.start(i, n, spec, self._varying)
 
     def run_progress(self, spec, event: dict) -> None:
-        """The run's live status (a terminal) or its progress lines (a log)."""
+        """The run's live status (a terminal) or its progress lines (a log); quiet, a wait for the host's
+        timing lock is still said, in one line, as it starts."""
         if self.progress is not None:
             self.progress.progress(spec, event)
+            return
+        told = ProgressEvent.of(event)
+        if told is not None and told.phase == "host_lock" and told.waiting:  # one line, however narrow
+            text, width = lock_wait_text(told), terminal_width()
+            click.echo(text if len(text) <= width else text[: width - 3].rstrip() + "...", err=True)
 
     def run_finished(self, i: int, n: int, result: Result) -> None:
         """The run's result line."""

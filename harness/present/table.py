@@ -82,14 +82,19 @@ RESULT_KEEP = ("backend", "status", "median [95% CI]", "cv", "step ms", "first s
                "notes")
 #: ... and that stay even when they are empty, however narrow the terminal.
 RESULT_REQUIRED = ("backend", "median [95% CI]")
-#: Columns of the results table left out first when it is too wide for the terminal.
-RESULT_OPTIONAL = ("host rss", "first step s", "session", "device name", "scenario", "peak alloc", "step ms", "cv",
-                   "device")
+#: The results table's columns in order of importance, most important first: who ran, the figure with its
+#: interval, which session (rows of two sessions are told apart by it), how it ended, its spread and step
+#: time, then the rest. A narrow terminal leaves them out from the end of this list; the parameters (what
+#: tells the rows apart) go only after all of them; the notes are footnotes.
+RESULT_IMPORTANCE = ("backend", "median [95% CI]", "session", "status", "cv", "device", "step ms", "peak alloc",
+                     "scenario", "device name", "first step s", "host rss")
+#: Columns of the results table left out first when it is too wide for the terminal, in that order.
+RESULT_OPTIONAL = RESULT_IMPORTANCE[:len(RESULT_REQUIRED) - 1:-1]
 
 
 def _fitted_lines(rows: list[dict], width, wide: bool, lead: str = "") -> list[str]:
-    fitted = fit(rows, width=width, wide=wide, keep=RESULT_KEEP, required=RESULT_REQUIRED, shorten=("notes",),
-                 optional=RESULT_OPTIONAL)
+    fitted = fit(rows, width=width, wide=wide, keep=RESULT_KEEP, required=RESULT_REQUIRED, shorten=(),
+                 optional=RESULT_OPTIONAL, footnotes=("notes",))
     head = describe(fitted.common, fitted.width, lead=f"{lead}every row: ") if fitted.common else (lead.rstrip(": ")
                                                                                                    or None)
     return [p for p in (head, fitted.text, fitted.footer()) if p]
@@ -175,8 +180,8 @@ def configuration_summary(records: list[Result], *, width: int | None = None, wi
     for workload in workloads:
         mine = [{k: v for k, v in r.items() if k != "workload" or len(workloads) < 2} for r in rows
                 if r["workload"] == workload]
-        fitted = fit(mine, width=width, keep=SUMMARY_KEEP, required=SUMMARY_REQUIRED, shorten=("notes",),
-                     optional=RESULT_OPTIONAL)
+        fitted = fit(mine, width=width, keep=SUMMARY_KEEP, required=SUMMARY_REQUIRED, shorten=(),
+                     optional=RESULT_OPTIONAL, footnotes=("notes",))
         lead = f"{workload}: " if len(workloads) > 1 else ""
         head = describe(fitted.common, fitted.width, lead=f"{lead}every row: ") if fitted.common else None
         parts.append("\n".join(p for p in (head, fitted.text, fitted.footer()) if p))

@@ -154,7 +154,11 @@ class PhaseSeconds(RecordPart):
 
     open_device: Number | None = None
     prepare: Number | None = None
+    #: the timed steps, the wait for the host's timing lock left out
     steps: Number | None = None
+    #: waiting for the host's timing lock while another session timed a run (harness.worker.hostlock): in
+    #: duration_s, not the run's own time (Result.run_s); only where the run waited
+    lock_wait: Number | None = None
     after: Number | None = None
     #: the rest of duration_s: the worker's start, its imports, its exit
     process: Number | None = None

@@ -152,6 +152,12 @@ class Result:
             where = ".".join(str(part) for part in error["loc"])
             raise RecordError(f"record {row.get('run_id')}: field {where}: {error['msg']}") from None
 
+    @property
+    def run_s(self) -> float:
+        """The run's own time: duration_s less its wait for the host's timing lock (another session's
+        time, phases_s.lock_wait); 0 where no duration was recorded."""
+        return max(0.0, float(self.duration_s or 0.0) - float(self.phases_s.lock_wait or 0.0))
+
     def updated(self, **fields) -> "Result":
         """A copy with some fields replaced, validated again (unknown names are an error)."""
         unknown = set(fields) - FIELD_NAMES

@@ -27,7 +27,7 @@ from harness.seam.runspec import RunSpec
 from harness.session.plan import one_replica_key
 from harness.session.worker_process import RunFiles, log_tail
 from harness.timing.stats import median
-from harness.worker.hostlock import HELD_VARIABLE, timing_lock
+from harness.worker.hostlock import HELD_VARIABLE, session_of, timing_lock
 from harness.workloads import WORKLOADS
 
 #: Statuses that say what went wrong in a replica itself, before a secondary failure of its peers.
@@ -170,7 +170,8 @@ def replicas_lock(spec: RunSpec, launch: dp.Launch | None, cluster: dp.Cluster,
         yield {"mode": "not_taken", "reason": "a run over several nodes: keep such sessions apart with the "
                                               "scheduler (Slurm --exclusive)"}
         return
-    who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device} (data-parallel)"}
+    who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device} (data-parallel)",
+           **session_of(os.getpid())}
     with timing_lock(spec.measure.share_host, who, report) as isolation:
         yield isolation
 

@@ -98,7 +98,7 @@ class Durations:
         if r.run_id:
             self._ids.add(r.run_id)
         if _timed_run(r):
-            d = float(r.duration_s)
+            d = r.run_s  # a wait for another session's run is no part of how long this one takes
             self._by_key.setdefault(r.run_key, []).append(d)
             self._alike.setdefault((r.backend, r.workload, r.param("execution")), []).append(d)
 

@@ -29,7 +29,7 @@ from harness.timing.loop import run_timed
 from harness.timing.profile import profile_run, profiled_calls
 from harness.timing.settings import AUTO, Measure
 from harness.worker.figures import TimedRun, figures
-from harness.worker.hostlock import HELD_VARIABLE, timing_lock
+from harness.worker.hostlock import HELD_VARIABLE, session_of, timing_lock
 from harness.worker.neighbours import paused
 from harness.worker.outcome import Measured, WorkerResult
 from harness.workloads import WORKLOADS
@@ -182,7 +182,8 @@ def open_run(backend: Backend, spec: RunSpec, ctx: RunContext, result: WorkerRes
     result.framework_env = identity.pop("env", None)
     result.identity = identity
     ctx.warnings.extend(device.check_build())  # before any kernel: a build the GPU cannot load is `unsupported`
-    who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device or 'auto'}"}
+    who = {"session": spec.session_id, "run": f"{spec.backend} {spec.workload} on {spec.device or 'auto'}",
+           **session_of(os.getppid())}  # the worker's parent: the session a waiter is told of
     return OpenRun(workload=workload, params=params, options=options, measure=measure, device=device, replica=replica,
                    who=who, probe=spec.probe)
 
@@ -205,6 +206,7 @@ def time_run(backend: Backend, run: OpenRun, seed: int, ctx: RunContext, result:
             # no other session times while this run is; the next runs' workers, importing ahead, are still
             with host_isolation(run, result), paused() as neighbours:
                 timing, work, sync_api, checks, extra = _timed_steps(prepared, run, probe, ctx, result, phases)
+            _wait_apart(result)
             if neighbours:
                 extra["paused_workers"] = len(neighbours)
         finally:
@@ -230,6 +232,16 @@ def host_isolation(run: OpenRun, result: WorkerResult) -> Iterator[None]:
     with timing_lock(share, run.who or {}, progress_writer()) as isolation:
         result.isolation = isolation
         yield
+
+
+def _wait_apart(result: WorkerResult) -> None:
+    """The wait for the host's timing lock (another session's run) out of the `steps` phase, into its own
+    `lock_wait` phase: not the run's time."""
+    waited = float((result.isolation or {}).get("waited_s") or 0.0)
+    phases = result.phases_s
+    if waited > 0 and phases is not None and "steps" in phases:
+        phases["steps"] = round(max(0.0, phases["steps"] - waited), 3)
+        phases["lock_wait"] = round(waited, 3)
 
 
 def _timed_steps(prepared, run: OpenRun, probe: bool, ctx: RunContext, result: WorkerResult, phases: Phases):

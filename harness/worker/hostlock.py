@@ -84,10 +84,34 @@ def _note_holder(path: str, who: dict) -> None:
             os.unlink(tmp)
 
 
+def process_command(pid: int) -> str | None:
+    """A process's command line as its user typed it (`harness run quickstart -q`: the Python that runs
+    harness left out), from /proc; None where it cannot be read (another OS, a process gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = [part.decode(errors="replace") for part in fh.read().split(b"\0") if part]
+    except OSError:
+        return None
+    for at in range(len(argv) - 1):
+        if argv[at] == "-m" and argv[at + 1] == "harness":
+            return " ".join(["harness", *argv[at + 2:]])
+    if argv and os.path.basename(argv[0]) != "harness" and len(argv) > 1 and os.path.basename(argv[1]) == "harness":
+        argv = argv[1:]  # `python .../bin/harness run ...`
+    return " ".join([os.path.basename(argv[0]), *argv[1:]]) if argv else None
+
+
+def session_of(pid: int) -> dict:
+    """Who a waiter is told holds the lock: the session process's pid and its command."""
+    command = process_command(pid)
+    return {"session_pid": pid, **({"command": command} if command else {})}
+
+
 def describe_holder(who: dict) -> str:
-    """A lock holder in words: `pid 123, session abc, run torch on cpu`."""
-    parts = [f"pid {who['pid']}"] if who.get("pid") else []
-    parts += [f"{key} {who[key]}" for key in ("session", "run") if who.get(key)]
+    """A lock holder in words: `pid 123 (harness run quickstart), run torch on cpu, session abc` (the
+    session's pid and command where the holder wrote them, else its own pid)."""
+    pid = who.get("session_pid") or who.get("pid")
+    parts = [f"pid {pid}" + (f" ({who['command']})" if who.get("command") else "")] if pid else []
+    parts += [f"{key} {who[key]}" for key in ("run", "session") if who.get(key)]
     return ", ".join(parts) or "another harness session"
 
 

@@ -12,6 +12,7 @@ from harness.present.report.page import Plot
 from harness.present.report.shaping import (
     PALETTE,
     Group,
+    axis_label,
     configuration_groups,
     describe_settings,
     device_peak,
@@ -145,7 +146,7 @@ def plot_frameworks(subset: list[Result], groups: list[Group], ratios: dict, col
     name = workload if headline else f"{workload}_{metric}"
     fig = draw_grouped_bars(groups, variants, colours, unit=unit, ratios=ratios,
                             title=f"{workload}: {metric} by backend, per configuration (median, 95% CI)",
-                            subtitle=describe_settings(shown), y_label=f"{metric} ({unit})")
+                            subtitle=describe_settings(shown), y_label=axis_label(metric, unit))
     bases = sorted({group_baseline(variants, g) for g in groups if len(g.ok) > 1} - {None})
     caption = (f"Each bar is the median {metric} over that configuration's processes, its whisker the bootstrap "
                "95% CI over processes (one process: over its timed blocks). Above each bar: its ratio to "
@@ -172,6 +173,10 @@ def plot_tflops_vs_peak(records: list[Result], spec, colours: dict) -> Plot | st
         if not group.peak:
             missing.append(what)
     known = any(g.peak for g in groups)
+    if not known and len({variant for g in groups for variant in g.ok}) > 1:
+        # the frameworks plot draws these very bars; without a peak this one would add nothing
+        return (f"No datasheet figure for {', '.join(sorted(set(missing)))}: the achieved TFLOP/s are the bars "
+                f"of \"{spec.name}: backends compared\" above; no plot against a peak.")
     value = lambda r: r.tflops if r.tflops is not None else r.median  # noqa: E731
     title = f"{spec.name}: achieved TFLOP/s" + (" against the datasheet peak" if known else "")
     described = describe_settings(mine)

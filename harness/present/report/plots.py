@@ -15,6 +15,7 @@ from harness.present.report.page import Plot
 from harness.present.report.shaping import (
     PALETTE,
     GiB,
+    axis_label,
     describe_settings,
     device_label,
     estimate,
@@ -99,7 +100,7 @@ def plot_metric_vs_x(records: list[Result], spec, colours: dict) -> Plot | str:
     if not mine:
         return f"No {spec.name} results with status ok: {spec.metric} against {spec.x_param} skipped."
     return _line_plot(
-        mine, spec, colours, value=None, y_label=f"{spec.metric} ({spec.unit})",
+        mine, spec, colours, value=None, y_label=axis_label(spec.metric, spec.unit),
         title=f"{spec.name}: {spec.metric} against {spec.x_param} (median, 95% CI)",
         caption=(f"Median {spec.unit} over each configuration's processes; error bars are the bootstrap 95% CI "
                  "over processes (one process: over its timed blocks)."),

@@ -66,6 +66,17 @@ def device_label(record: Result) -> str:
     return f"{name} ({device})" if name else str(device)
 
 
+def axis_label(metric: str, unit: str | None) -> str:
+    """A value axis's label: the unit alone where the metric's name only spells it (`tflops`, TFLOP/s),
+    else `metric (unit)` (`throughput (images/s)`)."""
+    def letters(text: str) -> str:
+        return "".join(c for c in str(text).lower() if c.isalnum())
+
+    if not unit:
+        return str(metric)
+    return unit if letters(metric) == letters(unit) else f"{metric} ({unit})"
+
+
 def variant_of(record: Result) -> str:
     """The record's backend variant (`?` where it names no backend)."""
     return backend_variant(record) or "?"

@@ -59,6 +59,7 @@ from harness.results.compare.records import (
     parse_by,
     process_value,
     record_params,
+    resolve_latest,
     sample_values,
 )
 from harness.results.compare.regressions import fail_if_slower, slowdown_pct
@@ -90,6 +91,7 @@ from harness.results.compare.verdicts import (
 _alike, _match_key = alike, match_key
 
 __all__ = [
+    "resolve_latest",
     "ALPHA", "BUSY_NOTE", "BY_FIELDS", "CI_PROCESSES", "CI_WITHIN", "CONTEXT_FIELDS", "DATASHEET_COLUMNS", "EQUIVALENT", "FASTER",
     "FIGURE_COLUMNS", "INCONCLUSIVE", "KEY_FIELDS", "LINKED", "METRICS", "MIN_EFFECT_PCT", "RESULT_COLUMNS", "SAME",
     "SCALING_COLUMNS", "SLOWER", "UNTESTED", "ComparisonRow", "alike", "as_records", "as_results", "backend_options",

@@ -69,6 +69,37 @@ def refuse_empty_session(sessions: Iterable[str | None]) -> None:
                              "empty one", field="--session")
 
 
+#: The `--session` value that names the newest session with results in the store.
+LATEST = "latest"
+
+
+def latest_session(store: Store, path: str) -> str:
+    """The id of the newest stored session that has results (where the store holds records without their
+    session, imported ones, the session of the newest record); InputError where there is none."""
+    measured = [s.session_id for s in store.sessions() if s.results]
+    if not measured:
+        records = sorted((r for r in store.results() if r.session_id), key=lambda r: str(r.started_at or ""))
+        measured = [records[-1].session_id] if records else []
+    if not measured:
+        raise InputError(f"--session {LATEST}: store {path} holds no session with results", source=path,
+                         field="--session")
+    return measured[-1]
+
+
+def resolve_latest(store_path: str | None, sessions: Iterable[str]) -> tuple[str, ...]:
+    """The `--session` values with `latest` replaced by the id of the store's newest session with results
+    (the store is opened only where one says `latest`)."""
+    sessions = tuple(sessions)
+    if LATEST not in sessions:
+        return sessions
+    location = parse_location(store_path)
+    if not store_exists(location):
+        raise InputError(f"store {location.display}: no such file", source=location.display, field="--store")
+    with open_store(location, readonly=True) as store:
+        newest = latest_session(store, location.display)
+    return tuple(newest if s == LATEST else s for s in sessions)
+
+
 def _session_ids(store: Store, path: str, sessions: Iterable[str]) -> list[str]:
     """The full ids of the named sessions (unique id prefixes accepted); InputError for one that names none."""
     full_ids = []
