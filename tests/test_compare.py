@@ -236,6 +236,21 @@ def test_record_warnings_are_shown_in_the_warnings_column():
     assert "torch: CV" in row["warnings"] and "exceeds 5%" in row["warnings"]
 
 
+def test_a_side_that_copies_its_batch_every_step_is_marked_beside_a_resident_one():
+    def fed(record, copies):
+        record["api"] = {"input_pipeline": {"source": "device", "prefetch_depth": 0 if copies else None,
+                                            "pinned": False, "copy_stream": None, "copy_per_step": copies}}
+        return record
+
+    fit = [fed(make_record(1000.0, seed=30), False), fed(make_record(900.0, backend="tensorflow", seed=31), True)]
+    warning = compare(fit, ["backend"]).iloc[0]["warnings"]
+    assert "tensorflow copies its batch from host to device every step" in warning and "torch's stays" in warning
+    alike = [fed(make_record(1000.0, seed=32), False), fed(make_record(900.0, backend="tensorflow", seed=33), False)]
+    assert "copies its batch" not in str(compare(alike, ["backend"]).iloc[0]["warnings"])
+    unsaid = [make_record(1000.0, seed=34), fed(make_record(900.0, backend="tensorflow", seed=35), True)]
+    assert "copies its batch" not in str(compare(unsaid, ["backend"]).iloc[0]["warnings"])  # older records: unknown
+
+
 def test_backend_aliases_are_accepted_as_baseline():
     records = [make_record(1000.0, seed=26), make_record(1100.0, backend="tensorflow", seed=27)]
     assert compare(records, ["backend"], baseline="tf").iloc[0]["baseline"] == "tensorflow"

@@ -77,11 +77,31 @@ def _hosts_warning(base_label: str, base: list[Result], value_label: str, value:
             f"{', '.join(sorted(hosts_value))}): the difference may be the machines'"]
 
 
+def _copies_each_step(records: list[Result]) -> bool | None:
+    """Whether a side's runs copy their batch host to device every step (their api.input_pipeline says so),
+    False where they say not, None where none of them says (records from before the field)."""
+    said = [pipe.get("copy_per_step") for r in records
+            if isinstance(pipe := (r.api or {}).get("input_pipeline"), dict) and "copy_per_step" in pipe]
+    return any(said) if said else None
+
+
+def _copy_warning(base_label: str, base: list[Result], value_label: str, value: list[Result]) -> list[str]:
+    """A side that copies its batch every step (Keras fit under `inputs: device`) beside one whose batch stays
+    on the device is marked: the difference includes a copy only one side pays."""
+    base_copies, value_copies = _copies_each_step(base), _copies_each_step(value)
+    if base_copies is None or value_copies is None or base_copies == value_copies:
+        return []
+    copier, resident = (value_label, base_label) if value_copies else (base_label, value_label)
+    return [f"{copier} copies its batch from host to device every step (Keras fit feeds `inputs: device` through "
+            f"tf.data), where {resident}'s stays on the device: compare `inputs: host` on every side for like with like"]
+
+
 def row_warnings(base_label: str, base: list[Result], value_label: str, value: list[Result],
                  by: list[str]) -> tuple[bool, str]:
     """A comparison row's `busy` (either side's machine was busy) and `warnings` (each told once), from the
     records of its two sides."""
     warnings = (_hosts_warning(base_label, base, value_label, value, by)
+                + _copy_warning(base_label, base, value_label, value)
                 + side_warnings(base_label, base, by) + side_warnings(value_label, value, by))
     busy = [w for w in (busy_warning(base_label, base), busy_warning(value_label, value)) if w]
     return bool(busy), "; ".join(dict.fromkeys(busy + warnings))
