@@ -159,7 +159,7 @@ def through_harness(args) -> dict:
 
     def measured(step, clock, measure, **kwargs):
         readings.update(measure_peaks(torch, torch.device(args.device), step, args.warmup, args.steps))
-        return original(step, clock, {**measure, "warmup": 0, "steps": 1, "repeats": 1}, **kwargs)
+        return original(step, clock, measure.model_copy(update={"warmup": 0, "steps": 1, "repeats": 1}), **kwargs)
 
     execute.run_timed = measured
     try:
@@ -182,7 +182,7 @@ def _harness_run(args, readings: dict) -> dict:
         "execution": "eager"}).model_dump()
     spec = RunSpec(run_id="memory", session_id="memory", run_key="memory", scenario="memory_vs_hand",
                    workload="resnet50_train", backend="torch", device=args.device, params=params,
-                   measure={"probe": args.mode == "probe", "warmup": 0, "steps": 1, "repeats": 1}, seed=0)
+                   measure={"warmup": 0, "steps": 1, "repeats": 1}, probe=args.mode == "probe", seed=0)
     result = WorkerResult(started_at="")
     execute.measure_run(available_backends()["torch"], spec, RunContext(), result)
     return {**readings, "status": result.status, "api": (result.measured_fields() or {}).get("api")}

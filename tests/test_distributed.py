@@ -495,7 +495,8 @@ def test_tensorflow_mirrored_strategy_trains_every_replica_in_one_process_as_the
     # the same work: replica 0's inputs are worker 0's, and both trained the same model the same way
     assert mirrored["checks"]["inputs_fingerprint"] == workers["checks"]["inputs_fingerprint"]
     assert mirrored["checks"]["loss_first"] == pytest.approx(workers["checks"]["loss_first"], rel=1e-5)
-    assert mirrored["checks"]["parameters_sum"] == pytest.approx(workers["checks"]["parameters_sum"], rel=1e-5)
+    # rel 1e-4: the two all-reduce the same gradients in another order, over 25M float32 weights
+    assert mirrored["checks"]["parameters_sum"] == pytest.approx(workers["checks"]["parameters_sum"], rel=1e-4)
     assert mirrored["checks"]["loss_last"] == pytest.approx(workers["checks"]["loss_last"], rel=1e-3)
     assert leftovers(str(tmp_path)) == []
 

@@ -123,7 +123,7 @@ def test_a_session_claimed_by_another_resume_after_it_was_read_is_refused_naming
     assert f"claimed by pid {other.pid}" in str(refused.value) and refused.value.field == "--resume"
     with open_store(db, readonly=True) as store:
         assert len(store.records()) == 1  # nothing run twice, nothing run at all
-        assert store.session(session_id)["owner"]["pid"] == other.pid
+        assert store.session(session_id).owner.pid == other.pid
 
 
 def test_resumes_started_at_once_run_each_planned_run_once(tmp_path, fake_backend, write_scenario):
