@@ -433,3 +433,17 @@ def test_a_journal_no_folder_takes_still_says_what_the_store_lost(tmp_path, monk
     error = journal.settle("finished", None)
     assert error is not None and error.kept_in is None and "printed on standard error" in str(error)
     assert '"run_id": "r0"' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field, value, expected", [("params", [1, 2], "valid dictionary"),
+                                                    ("samples", "abc", "valid tuple")])
+def test_an_imported_record_of_the_wrong_shape_is_refused_and_nothing_is_taken_in(tmp_path, field, value, expected):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    record = {**Result.planned(planned("k0").spec).to_dict(), "status": "ok", field: value}
+    (tmp_path / "bad.json").write_text(json.dumps({"records": [record]}))
+    out = CliRunner().invoke(main, ["results", "--import", str(tmp_path / "bad.json"), "--store",
+                                    str(tmp_path / "s.db")])
+    assert out.exit_code == 2 and f"field {field}: Input should be a {expected}" in out.output, out.output
+    assert "Traceback" not in out.output and not (tmp_path / "s.db").exists()
