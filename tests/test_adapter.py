@@ -28,8 +28,10 @@ def device_classes() -> list[type]:
     found = [TorchDevice, TorchReplicaDevice, TensorFlowDevice, TensorFlowReplicaDevice, TensorFlowMirroredDevice,
              FakeDevice]
     if importlib.util.find_spec("harness_jax") is not None:  # the JAX plugin, installed on its own
-        from harness_jax.device import JaxDevice
-
+        try:
+            from harness_jax.device import JaxDevice
+        except ImportError:  # a JAX older than the plugin needs (TensorFlow 2.12 brings jax 0.4)
+            return found
         found.append(JaxDevice)
     return found
 
