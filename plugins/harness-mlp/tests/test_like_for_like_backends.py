@@ -84,13 +84,19 @@ def test_device_batches_stay_resident_except_under_keras_fit_which_copies_one_ev
 
 
 def test_static_loss_scaling_is_one_constant_on_every_backend_without_a_host_sync():
+    from harness.errors import Unsupported
     from harness.workloads.training import STATIC_LOSS_SCALE
 
     scales = {}
     for label, (backend, name, params, options) in backends().items():
         spec = backend_spec(name, "mlp_train", {**TINY, **params, "precision": "amp_fp16", "loss_scale": "static"},
                             MEASURE, options=options)
-        record = run_backend(backend, spec)
+        try:
+            record = run_backend(backend, spec)
+        except Unsupported:
+            if name == "torch":  # torch < 2.3: no float16 autocast on the CPU
+                continue
+            raise
         if record["status"] == "unsupported" and name == "torch":  # torch < 2.3: no float16 training on the CPU
             continue
         assert record["status"] == "ok", (label, record.get("error"))

@@ -143,7 +143,12 @@ def test_recompute_of_a_part_without_blocks_is_unsupported_with_the_reason(monke
 
 
 def test_the_whole_step_compiles_with_adamw():
-    compiled = train(execution="compiled", measure={"warmup": 1, "steps": 1, "repeats": 1})
+    from harness.errors import Unsupported
+
+    try:
+        compiled = train(execution="compiled", measure={"warmup": 1, "steps": 1, "repeats": 1})
+    except Unsupported as exc:  # torch 2.0 on Python 3.11: no torch.compile
+        pytest.skip(str(exc))
     assert compiled.get("status", "ok") == "ok", compiled.get("error")
     assert compiled["api"]["execution"].startswith("torch.compile(mode=default) of the whole step")
     assert "momentum buffers" not in compiled["api"]["optimizer"]  # AdamW's state: no SGD buffers to make ready
