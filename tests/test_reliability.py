@@ -413,7 +413,9 @@ def test_find_max_batch_with_real_torch_under_a_memory_limit_brackets_the_limit(
     # what a failing assertion shows: each probe's status and the end of its error
     why = {r["params"]["batch_size"]: (r["status"], (r.get("error") or "")[-300:]) for r in rows if r.get("probe_of")}
     best, bad = int(capacity["median"]), capacity["checks"]["first_failing_batch_size"]
-    assert probes[best] == "ok" and probes[bad] == "oom", why
+    # the first probe past the limit runs out of memory; on a loaded 2-core machine it may instead die under the
+    # limit (a signal), which the search counts as not fitting as well
+    assert probes[best] == "ok" and probes[bad] in ("oom", "failed"), why
     assert 0 < bad - best <= 32  # within one bisection step of the limit
     assert all(status == "ok" for n, status in probes.items() if n <= best)
     # every larger probe did not fit: out of memory as a rule; on a loaded 2-core machine a larger probe may instead
