@@ -91,18 +91,6 @@ def backend_order(order: list[tuple], by: list[str]) -> list[tuple]:
     return sorted(order, key=rank)
 
 
-def _baseline_of(sides: dict, order: list[tuple], wanted: tuple | None, by_scaling: bool) -> tuple | None:
-    """A match group's baseline value: the one named, else the fewest replicas (by scaling), else the first seen;
-    None for a group with nothing to compare."""
-    if len(sides) < 2:
-        return None
-    if wanted is not None:
-        return wanted if wanted in sides else None
-    if by_scaling:  # the fewest replicas is the baseline, whichever ran first
-        return min(sides, key=lambda v: (_replicas_order(v), order.index(v)))
-    return min(sides, key=order.index)
-
-
 def baseline_of(sides: dict, order: list[tuple], wanted: tuple | None, by_scaling: bool) -> tuple | None:
     """A match group's baseline value: the one named, else the fewest replicas (by scaling), else the first seen;
     None for a group with nothing to compare."""
