@@ -54,9 +54,10 @@ def scenario(backend: str, measure: dict | None = None, **params) -> dict:
 
 
 #: A tiny GPT for the tests that compare the weights of two launchers after training: at TINY's size (batch 2 of
-#: 32x32 images, BatchNorm over two values at layer4's 1x1) ResNet-50's gradients explode at initialisation (their
-#: norm is of the order of 1e8 on the CPU), so each step amplifies a last-bit difference between two launchers' kernels into a different model and
-#: equal weights would hold only for bitwise-equal kernels; this model's steps keep rounding at rounding.
+#: 32x32 images, BatchNorm over two values at layer4's 1x1) ResNet-50's gradients explode at initialisation (a norm
+#: of the order of 1e8 on the CPU), so each step amplifies a last-bit difference between two launchers' kernels
+#: into a different model, and equal weights would hold only for bitwise-equal kernels; this model's steps keep
+#: rounding at rounding.
 GPT_TINY = {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32, "vocab_size": 128, "batch_size": 4}
 
 
