@@ -27,11 +27,13 @@ class StoreWriteError(StoreError):
     """A result could not be written to the store (a full disk, a damaged page) in mid-session.
 
     `kept_in` is the side file that holds every result of the session measured by this process,
-    or None where no file could be written (then they were printed on standard error).
+    or None where no file could be written (then they were printed on standard error). `in_store`: the store
+    reads them all back even so (only its file could not take them all: they are in its log as well).
     """
 
-    def __init__(self, message: str, *, source: str | None = None, kept_in: str | None = None):
-        self.kept_in = kept_in
+    def __init__(self, message: str, *, source: str | None = None, kept_in: str | None = None,
+                 in_store: bool = False):
+        self.kept_in, self.in_store = kept_in, in_store
         super().__init__(message, source=source, field="--store")
 
 

@@ -38,6 +38,7 @@ class JsonFileStore:
         self.location = parse_location(location)
         self.path = self.location.display
         self.abandoned: list[str] = []
+        self.unmerged: str | None = None
         self._file_path = Path(self._file(self.location))
         self._doc = {"records": [], "sessions": {}}
         if self._file_path.exists():

@@ -892,3 +892,35 @@ def test_a_session_killed_by_sigbus_while_writing_loses_no_result(tmp_path, fake
     assert sorted(r["params"]["batch"] for r in rows) == [1, 2, 3, 4, 5, 6]
     RELIABILITY["rows lost"] += 6 - len(rows)
     RELIABILITY[f"sessions killed by SIGBUS ({how}), nothing lost"] += 1
+
+
+def test_a_store_made_immutable_under_a_session_says_its_last_records_are_only_in_the_log(
+        tmp_path, fake_backend, write_scenario, harness_cli):
+    # chattr +i on the store file alone: SQLite goes on committing into the -wal but cannot move it into the
+    # file; the session says so and where, exit 1, and keeps a second copy (once: the store reads them back)
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("chattr"):
+        pytest.skip("chattr +i needs root and chattr")
+    proc, db = _session_under(tmp_path, write_scenario)
+    done = subprocess.run(["chattr", "+i", str(db)], capture_output=True, text=True)
+    if done.returncode != 0:
+        proc.kill()
+        proc.communicate()
+        pytest.skip(f"chattr +i is not possible here: {done.stderr.strip()}")
+    try:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        assert f"its last records are only in {db}-wal" in err and "Traceback" not in err, err
+        assert "the store reads all 6 back" in err and "--resume" not in err, err
+        kept = re.search(r"is kept in (\S+\.json)", err).group(1)
+        assert len(json.loads(open(kept, encoding="utf-8").read())["records"]) == 6
+        alone = tmp_path / "alone.db"
+        shutil.copy(db, alone)  # the file without its log lacks the last records
+        assert len(_ok(alone)) < 6
+        assert len(_ok(db)) == 6  # with it, every one reads back
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], capture_output=True)
+    code, _, out = harness_cli("results", "--import", kept, "--store", str(db))
+    assert code == 0 and "took 0 new result(s) of 6" in out, out
+    shutil.copy(db, alone)
+    assert len(_ok(alone)) == 6  # moved into the file: it holds every record alone
+    RELIABILITY["rows lost"] += 6 - len(_ok(db))

@@ -117,7 +117,7 @@ def _show_finished(finished: FinishedSession, wide: bool) -> None:
             click.echo(configuration_summary(records, wide=wide))
         error = outcome.store_error
         click.echo(f"error: {error}", err=True)
-        if error.kept_in:
+        if error.kept_in and not error.in_store:  # in the store's log: its message says what to do
             click.echo(f"once the store can be written again (free space; a damaged store: move it aside), take them "
                        f"back in and finish the session: harness results --import {shlex.quote(error.kept_in)} "
                        f"--store {shlex.quote(finished.store_path)}; then {finished.resume_command}", err=True)

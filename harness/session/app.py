@@ -227,7 +227,7 @@ def _settle(journal: Journal, state: str, outcome: SessionOutcome, observer: Ses
     store error says so and where they are kept, and the session is marked failed where the store takes it."""
     before = outcome.store_error
     outcome.store_error = journal.settle(state, before)
-    if outcome.store_error is None or outcome.store_error is before:
+    if outcome.store_error is None or outcome.store_error is before or outcome.store_error.in_store:
         return state
     if not store_exists(journal.store.path):  # a store file removed under the session: none is made in its stead
         return "failed"

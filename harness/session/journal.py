@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import threading
 from pathlib import Path
@@ -153,6 +154,11 @@ class Journal:
         """Close the store (the journal stays until `settle`)."""
         self.store.close()
 
+    @property
+    def unmerged(self) -> str | None:
+        """The store's `unmerged` (after close)."""
+        return self.store.unmerged
+
     def __enter__(self) -> Journal:
         return self
 
@@ -178,6 +184,8 @@ class Journal:
         back every result (or another side file, `error.kept_in`, holds them all); else kept, and the
         StoreWriteError that says what could not be read back and where the results are."""
         missing, why = self.missing()
+        if not missing and self.store.unmerged:  # read back, but only through the store's log: a second copy kept
+            return self._keep_beside(error)
         if not missing:
             self._remove()
             return error
@@ -193,6 +201,18 @@ class Journal:
             return self._kept.keep(RuntimeError(reason))
         return StoreWriteError(f"{reason}. Nothing measured is lost: all {len(self.run_ids)}, with their session, are "
                                f"kept in {kept}", source=self.store.path, kept_in=kept)
+
+    def _keep_beside(self, error: StoreWriteError | None) -> StoreWriteError | None:
+        """The journal kept as a second copy of results the store reads back only from its log (`unmerged`)."""
+        reason = self.store.unmerged
+        kept = self._kept.write(reason)
+        self._remove(only_earlier=True)
+        if kept is None:
+            return error
+        return StoreWriteError(f"{reason}, such as `harness results --import {shlex.quote(kept)} --store "
+                               f"{shlex.quote(self.store.path)}`, which takes nothing twice. Nothing measured is lost: "
+                               f"the store reads all {len(self.run_ids)} back, and a copy of them, with their session, "
+                               f"is kept in {kept}", source=self.store.path, kept_in=kept, in_store=True)
 
     def _remove(self, only_earlier: bool = False) -> None:
         """The journal's files removed (or only the earlier copies, each holding fewer results than the last)."""

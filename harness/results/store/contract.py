@@ -31,6 +31,9 @@ class Store(Protocol):
     path: str
     #: sessions found `running` with their owner gone, marked `abandoned` when the store was opened for writing
     abandoned: list[str]
+    #: once closed: None where every committed record is in the store itself, else where they are and why (an
+    #: SQLite file that no longer takes writes keeps its last records in its write-ahead log)
+    unmerged: str | None
 
     def add(self, result: Result) -> None:
         """Store one record, committed at once; StoreWriteError (which names the side file keeping it) if it cannot."""

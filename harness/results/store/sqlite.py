@@ -83,6 +83,18 @@ class SQLiteStore(SQLStore):
             return damaged(self.path, str(exc))
         return super()._read_failed(exc)
 
+    def close(self) -> None:
+        """Move the write-ahead log into the store file, then close. Where the file no longer takes writes (made
+        immutable or read-only under the session) the log is the only place of the last records: `unmerged` says
+        so, and where. A reader holding the log back is no failure: the last connection to close moves it."""
+        if not self.readonly:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.Error as exc:
+                if not any(word in str(exc).lower() for word in ("locked", "busy")):
+                    self.unmerged = unmerged_log(self.path, self.location.target, exc)
+        super().close()
+
     def _added(self) -> None:
         # the record into the store file itself, not only its write-ahead log: a .db copied or carried
         # without its -wal (a GPU machine that gives back a few files) then still holds every record.
@@ -91,3 +103,12 @@ class SQLiteStore(SQLStore):
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error:
             pass  # the record is committed in the log either way
+
+
+def unmerged_log(shown: str, target: str, exc: BaseException) -> str:
+    """Where a store's last records are when SQLite could not move its write-ahead log into the file."""
+    log = f"{target}-wal"
+    return (f"store {shown}: its last records are only in {log}: SQLite could not write them into {target} "
+            f"({explain(exc, target)}). Keep {log} beside {target}: SQLite reads both, and {target} copied alone lacks "
+            f"them; the next harness command that writes to the store once {target} can be written again (its "
+            f"permissions, its immutable flag, free space) moves them in")

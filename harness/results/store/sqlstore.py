@@ -46,10 +46,10 @@ class SQLStore(StoreQueries):
 
     def __init__(self, location: StoreLocation | str, *, readonly: bool = False):
         self.location = parse_location(location)
-        self.path = self.location.display
-        self.readonly = readonly
+        self.path, self.readonly = self.location.display, readonly
         #: sessions found `running` with their owner gone, marked `abandoned` when opened for writing
         self.abandoned: list[str] = []
+        self.unmerged: str | None = None  # once closed: the Store protocol's
         self._unsaved = Unsaved(self._side_file_base())
         self._db = self._connect()
         try:
