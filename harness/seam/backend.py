@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
-import os
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import InputError, Unsupported, did_you_mean
+from harness.machine.variables import variables
 from harness.seam.adapter import Device, Prepared, RunContext, RunInputs  # noqa: F401 - RunContext: the core and backends import it from here
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
@@ -257,7 +257,7 @@ def available_backends() -> dict[str, Backend]:
     backend that fails to load is left out and its error kept in BROKEN, so one broken plugin
     cannot take the others down. Read once per value of HARNESS_BACKENDS.
     """
-    extra = os.environ.get("HARNESS_BACKENDS") or ""
+    extra = variables().backends
     if extra in _CACHE:
         return _CACHE[extra]
     targets: dict[str, str] = dict(BUILTIN_BACKENDS)

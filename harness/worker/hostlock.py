@@ -34,6 +34,8 @@ import os
 import time
 from typing import Callable, Iterator
 
+from harness.machine.variables import variables
+
 #: The lock file, host-wide (see the module's docstring for why not a per-user or per-job folder).
 DEFAULT_LOCK = "/tmp/harness-timing.lock"
 #: Names another lock file (one every session on the host sees).
@@ -46,7 +48,7 @@ HOLDER_SUFFIX = ".holder"
 
 def lock_path() -> str:
     """The lock file of this host: $HARNESS_HOST_LOCK, else DEFAULT_LOCK."""
-    return os.environ.get(LOCK_VARIABLE) or DEFAULT_LOCK
+    return variables().host_lock or DEFAULT_LOCK
 
 
 def _open(path: str) -> int:
