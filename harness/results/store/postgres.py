@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - the test environments install it
 
 from harness.errors import StoreError, StoreWriteError
 from harness.machine.variables import variables
+from harness.results.sessions import SessionOwner
 from harness.results.store.location import StoreLocation, redact_urls
 from harness.results.store.schema import POSTGRES_SCHEMA
 from harness.results.store.sqlstore import SQLStore
@@ -227,7 +228,7 @@ class PostgresStore(SQLStore):
                                (session_id,)).fetchone()
         if holder is None:
             return
-        host = (json.loads(holder[0]) if holder[0] else {}).get("host") or "another host"
+        host = SessionOwner.of(json.loads(holder[0]) if holder[0] else None).host or "another host"
         raise StoreError(f"store {self.path}: session {session_id} is still running on {host} (its heartbeat is "
                          f"{float(holder[1]):.0f} s old); resuming it now would run its runs twice. Wait for it, "
                          f"or stop it first", source=self.path, field="--resume")
