@@ -114,10 +114,11 @@ class Backend:
         except ValidationError as exc:
             parts = []
             for error in exc.errors()[:4]:
-                loc = ".".join(str(p) for p in error.get("loc", ()))
-                msg = "unknown option" if error.get("type") == "extra_forbidden" else error.get("msg", "invalid")
+                # loc, type, msg and input: the keys pydantic gives every error (ErrorDetails declares them required)
+                loc = ".".join(str(p) for p in error["loc"])
+                msg = "unknown option" if error["type"] == "extra_forbidden" else error["msg"]
                 allowed = ", ".join(sorted(self.options_model.model_fields))
-                parts.append(f"{loc}: {msg} (got {error.get('input')!r}; {self.name} options: {allowed or 'none'})")
+                parts.append(f"{loc}: {msg} (got {error['input']!r}; {self.name} options: {allowed or 'none'})")
             raise ValueError("; ".join(parts)) from None
 
     def part_target(self, workload: str) -> str | None:
