@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
 from harness.machine import env as env_mod
-from harness.machine.env import FrameworkEnv
+from harness.machine.env import FrameworkEnv, Isolation
 from harness.machine.variables import variables
 from harness.results.parts import Distributed, Profile
 from harness.results.record import utc_now
@@ -238,7 +238,7 @@ def host_isolation(run: OpenRun, result: WorkerResult) -> Iterator[None]:
 def _wait_apart(result: WorkerResult) -> None:
     """The wait for the host's timing lock (another session's run) out of the `steps` phase, into its own
     `lock_wait` phase: not the run's time."""
-    waited = float((result.isolation or {}).get("waited_s") or 0.0)
+    waited = float(Isolation.of(result.isolation).waited_s or 0.0)
     phases = result.phases_s
     if waited > 0 and phases is not None and "steps" in phases:
         phases["steps"] = round(max(0.0, phases["steps"] - waited), 3)
