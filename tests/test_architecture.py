@@ -269,3 +269,27 @@ def test_the_example_workload_plugin_needs_no_line_in_the_core_or_the_bundled_ba
              for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if "harness_mlp" in line or "mlp_train" in line]
     assert named == []
+
+
+#: The most `.get(` calls harness/ may hold: inside, what the layers hand each other is typed, and a dict is read
+#: only where data enters or leaves (docs/architecture.md, "Typed inside", says what the rest are).
+MAX_GET_CALLS = 150
+
+
+def _get_calls(paths: list[Path]) -> int:
+    """How many calls of a method named `get` (`mapping.get(key)`, `os.environ.get(name)`) these files make."""
+    return sum(1 for path in paths for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get")
+
+
+def test_dicts_are_read_with_get_only_at_the_edges():
+    found = _get_calls(sorted((ROOT / "harness").rglob("*.py")))
+    assert found < MAX_GET_CALLS, (f"{found} `.get(` calls in harness/: a dict read inside the layers wants a typed "
+                                   "object (docs/architecture.md, Typed inside)")
+
+
+def test_the_get_count_counts_method_calls_named_get_and_nothing_else(tmp_path):
+    source = tmp_path / "gets.py"
+    source.write_text("import os\nrow = {}\nrow.get('a')\nos.environ.get('B', '')\nrow['get']\nget = row.get\n"
+                      "getattr(row, 'get')\nrow.getall('c')\n", encoding="utf-8")
+    assert _get_calls([source]) == 2

@@ -20,6 +20,7 @@ from harness.timing.profile import (
     MAX_PROFILED_CALLS,
     PERTURBED_PCT,
     PROFILED_STEPS,
+    BreakdownVerdict,
     Capture,
     Rules,
     Span,
@@ -27,8 +28,6 @@ from harness.timing.profile import (
     breakdown,
     capture_trace,
     covered_shares,
-    launch_bound_warning,
-    perturbed_warning,
     profile_run,
     profiled_calls,
 )
@@ -89,12 +88,12 @@ def test_idle_is_the_window_covered_by_no_span_and_classes_plus_idle_make_the_st
     # step waits on it is read from the timed step less the kernels' busy time (4 - 2 of 4 s)
     assert out["perturbed"] is True and out["idle_basis"] == "timed step less busy"
     assert out["host_bound"] is True and out["gpu_idle_fraction"] == pytest.approx(0.5)
-    assert "25% longer than the timed one" in perturbed_warning(out)
+    assert "25% longer than the timed one" in BreakdownVerdict.model_validate(out).perturbed_warning()
     assert out["top"][0] == {"name": "gemm_b", "class": "matmul", "count_per_step": 0.5, "ms_per_step": 1000.0}
     # within PERTURBED_PCT of the timed step the timeline's idle answers (3 of 5 s), and nothing is flagged
     same = breakdown(capture(spans), timed_step_s=5.0 / (1 + PERTURBED_PCT / 200))
     assert same["perturbed"] is False and same["idle_basis"] == "timeline"
-    assert same["gpu_idle_fraction"] == pytest.approx(0.6) and perturbed_warning(same) is None
+    assert same["gpu_idle_fraction"] == pytest.approx(0.6) and BreakdownVerdict.model_validate(same).perturbed_warning() is None
 
 
 def test_a_profiler_that_slows_the_host_does_not_make_a_gpu_bound_step_launch_bound():
@@ -102,7 +101,7 @@ def test_a_profiler_that_slows_the_host_does_not_make_a_gpu_bound_step_launch_bo
     spans = [Span("conv_a", 0.0, 9.0), Span("gemm_b", 10.0, 19.0)]
     out = breakdown(capture(spans, window=(0.0, 20.0)), timed_step_s=9.2)
     assert out["idle_s"] == pytest.approx(1.0)  # the timeline's idle stays what the timeline shows
-    assert out["host_bound"] is False and launch_bound_warning(out) is None
+    assert out["host_bound"] is False and BreakdownVerdict.model_validate(out).launch_bound_warning() is None
     assert out["gpu_idle_fraction"] == pytest.approx(0.2 / 9.2)
 
 

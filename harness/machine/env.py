@@ -202,6 +202,8 @@ class Isolation(RecordPart):
     #: exclusive, shared (measure.share_host), unlocked (the lock could not be taken), not_taken (several nodes)
     mode: str | None = None
     reason: str | None = None
+    #: seconds the run waited for another session's timed run to end (not the run's time)
+    waited_s: Number | None = None
 
 
 class Environment(RecordPart):

@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
 
 from harness.machine.env import Environment, Isolation, capture
 from harness.machine.frameworks import tensorflow_distributions
 from harness.machine.nvml import nvml
+from harness.machine.variables import variables
 
 
 def _throttle_warnings() -> list[str]:
@@ -129,7 +129,7 @@ def environment_warnings(env: Environment | Mapping | None = None) -> list[str]:
     out = [f"busy machine: {reason}: runs started now share it, and their figures will vary with that load"
            for reason in busy_reasons(env)]
     out += _throttle_warnings()
-    if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+    if variables().cuda_launch_blocking:
         out.append("CUDA_LAUNCH_BLOCKING=1 serializes every kernel launch: timings will not reflect normal use")
     if hasattr(sys, "gettotalrefcount"):
         out.append("this Python is a debug build: host-side overhead is inflated")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import threading
+
+from harness.machine.variables import variables
 
 _lock = threading.Lock()
 _state: dict = {"ok": None}
@@ -34,7 +35,7 @@ def nvml_index(cuda_index: int) -> int:
     The runner sets CUDA_DEVICE_ORDER=PCI_BUS_ID in every worker, so CUDA and NVML count GPUs in
     the same order; CUDA_VISIBLE_DEVICES may still remap them (integers only; UUIDs are looked up).
     """
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = variables().cuda_visible_devices
     if not visible:
         return cuda_index
     entries = [e.strip() for e in visible.split(",") if e.strip()]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from harness.machine import nvml
+from harness.machine.variables import variables
 
 
 def visible_gpus() -> int | None:
@@ -14,7 +14,7 @@ def visible_gpus() -> int | None:
     if nvml.nvml() is None:
         return None if Path("/dev/nvidia0").exists() else 0
     count = len(nvml.gpus())
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = variables().cuda_visible_devices
     if visible is not None:
         count = min(count, len([e for e in visible.split(",") if e.strip() and e.strip() != "-1"]))
     return count

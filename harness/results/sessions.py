@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
 
 from harness.fields import FrozenDict, ListOf, RecordPart, frozen_mapping
 from harness.scenario.schema import Capacity
@@ -65,6 +68,24 @@ class SessionOwner(RecordPart):
     start: int | None = None
 
 
+class SessionRow(BaseModel):
+    """A session as a store's row, a side file or an import holds it, its JSON columns decoded: its id, every other
+    column optional (None, or an empty plan, where absent); a column a newer version added is not read here."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    session_id: Annotated[str, StringConstraints(min_length=1)]
+    started_at: str | None = None
+    finished_at: str | None = None
+    state: str | None = None
+    scenario_path: str | None = None
+    command: str | None = None
+    #: the planned runs as written (JSON objects, of whatever version planned them)
+    plan: Annotated[list, BeforeValidator(lambda value: [] if value is None else value)] = []
+    settings: dict | None = None
+    owner: dict | None = None
+
+
 @dataclass(frozen=True)
 class StoredSession:
     """A session as its store holds it: when it started and ended, its state (running, finished, interrupted,
@@ -106,12 +127,12 @@ class StoredSession:
     def from_dict(cls, row: Mapping) -> "StoredSession":
         """The session from its row (a database's, a side file's), its plan, settings and owner decoded from their
         JSON; ValueError for settings or an owner of the wrong type."""
-        owner = row["owner"] if "owner" in row else None
-        return cls(session_id=row["session_id"], started_at=row.get("started_at"), finished_at=row.get("finished_at"),
-                   state=row.get("state"), scenario_path=row.get("scenario_path"), command=row.get("command"),
-                   plan=tuple(frozen_mapping(entry) for entry in row.get("plan") or () if isinstance(entry, Mapping)),
-                   settings=SessionSettings.of(row.get("settings") or {}),
-                   owner=SessionOwner.of(owner) if isinstance(owner, Mapping) else None)
+        read = SessionRow.model_validate(dict(row))
+        return cls(session_id=read.session_id, started_at=read.started_at, finished_at=read.finished_at,
+                   state=read.state, scenario_path=read.scenario_path, command=read.command,
+                   plan=tuple(frozen_mapping(entry) for entry in read.plan if isinstance(entry, Mapping)),
+                   settings=SessionSettings.of(read.settings or {}),
+                   owner=SessionOwner.of(read.owner) if read.owner is not None else None)
 
     def to_dict(self) -> dict:
         """The session's row, its plan, settings and owner as JSON values (a side file keeps it so)."""

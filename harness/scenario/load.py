@@ -49,44 +49,39 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     for text in overrides:
         key, value = parse_override(text)
-        if key.startswith("measure."):
-            measure = dict(out.get("measure") or {})
-            measure[key.split(".", 1)[1]] = value
-            out["measure"] = measure
+        block, dot, field = key.partition(".")
+        if block in ("measure", "cpu_threads") and dot:
+            _block(out, block)[field] = value
         elif key in ("seed", "name"):
             out[key] = value
-        elif key.startswith("cpu_threads."):
-            threads = dict(out.get("cpu_threads") or {})
-            threads[key.split(".", 1)[1]] = value
-            out["cpu_threads"] = threads
-        elif "." in key:  # BACKEND.OPTION: a backend's option (a list sweeps it)
-            backend, option = key.split(".", 1)
+        elif dot:  # BACKEND.OPTION: a backend's option (a list sweeps it)
             try:
-                resolve_backend(backend)
+                resolve_backend(block)
             except ValueError:
                 raise InputError(f"--set {key}: expected a parameter name, measure.FIELD, cpu_threads.FIELD, "
                                  "BACKEND.OPTION, seed or name", source="--set", field=key) from None
-            sweep = dict(out.get("sweep") or {})
-            options = {k: dict(v) if isinstance(v, dict) else v for k, v in (out.get("options") or {}).items()}
+            sweep, options = _block(out, "sweep"), _block(out, "options")
             if isinstance(value, list):
                 sweep[key] = value
             else:
-                options.setdefault(backend, {})[option] = value
+                _block(options, block)[field] = value
                 sweep.pop(key, None)
-            out["sweep"] = sweep
-            out["options"] = options
         else:
-            params = dict(out.get("params") or {})
-            sweep = dict(out.get("sweep") or {})
+            sweep, params = _block(out, "sweep"), _block(out, "params")
             if isinstance(value, list):
                 sweep[key] = value
                 params.pop(key, None)
             else:
                 params[key] = value
                 sweep.pop(key, None)
-            out["params"] = params
-            out["sweep"] = sweep
     return out
+
+
+def _block(document: dict, name: str) -> dict:
+    """A copy of one block of a raw document (empty where it has none), put in its place, for an override to change
+    (the mapping the caller gave stays as it was)."""
+    document[name] = copy = dict(document.get(name) or {})
+    return copy
 
 
 def validate_scenario(data: dict, source: str, *, max_runs: int = DEFAULT_MAX_RUNS) -> Scenario:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from harness.errors import InputError, did_you_mean
 
@@ -16,13 +17,12 @@ def known_fields(model, loc: tuple) -> list[str]:
     return list(getattr(model, "model_fields", {}) or [])
 
 
-def _describe(error: dict, model=None) -> tuple[str, str]:
-    loc = ".".join(str(part) for part in error.get("loc", ()) if part not in ("function-after[_dims(), GemmParams]",))
-    msg = error.get("msg", "invalid")
-    value = error.get("input")
-    kind = error.get("type", "")
+def _describe(error: ErrorDetails, model=None) -> tuple[str, str]:
+    # loc, msg, input and type are the keys pydantic gives every error (ErrorDetails declares them required)
+    loc = ".".join(str(part) for part in error["loc"] if part not in ("function-after[_dims(), GemmParams]",))
+    msg, value, kind = error["msg"], error["input"], error["type"]
     if kind == "extra_forbidden":
-        path = tuple(error.get("loc", ()))
+        path = tuple(error["loc"])
         msg = "unknown field" + (did_you_mean(path[-1], known_fields(model, path)) if model and path else "")
     elif kind == "missing":
         msg = "required field is missing"

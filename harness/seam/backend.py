@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
-import os
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import InputError, Unsupported, did_you_mean
+from harness.machine.variables import variables
 from harness.seam.adapter import Device, Prepared, RunContext, RunInputs  # noqa: F401 - RunContext: the core and backends import it from here
 from harness.seam.distributed import Cluster, Launch, Replica
 from harness.seam.runspec import RunSpec
@@ -114,10 +114,11 @@ class Backend:
         except ValidationError as exc:
             parts = []
             for error in exc.errors()[:4]:
-                loc = ".".join(str(p) for p in error.get("loc", ()))
-                msg = "unknown option" if error.get("type") == "extra_forbidden" else error.get("msg", "invalid")
+                # loc, type, msg and input: the keys pydantic gives every error (ErrorDetails declares them required)
+                loc = ".".join(str(p) for p in error["loc"])
+                msg = "unknown option" if error["type"] == "extra_forbidden" else error["msg"]
                 allowed = ", ".join(sorted(self.options_model.model_fields))
-                parts.append(f"{loc}: {msg} (got {error.get('input')!r}; {self.name} options: {allowed or 'none'})")
+                parts.append(f"{loc}: {msg} (got {error['input']!r}; {self.name} options: {allowed or 'none'})")
             raise ValueError("; ".join(parts)) from None
 
     def part_target(self, workload: str) -> str | None:
@@ -257,7 +258,7 @@ def available_backends() -> dict[str, Backend]:
     backend that fails to load is left out and its error kept in BROKEN, so one broken plugin
     cannot take the others down. Read once per value of HARNESS_BACKENDS.
     """
-    extra = os.environ.get("HARNESS_BACKENDS") or ""
+    extra = variables().backends
     if extra in _CACHE:
         return _CACHE[extra]
     targets: dict[str, str] = dict(BUILTIN_BACKENDS)

@@ -20,11 +20,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import InputError
+from harness.machine.variables import variables
 from harness.timing.loop import BlockTime, Clock
 
 #: Seconds the other processes of a launch get, after one of them failed, to write their results.
@@ -54,19 +56,14 @@ class Cluster:
         return self.nnodes > 1
 
     @classmethod
-    def from_env(cls, env=None) -> "Cluster":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Cluster":
         """The cluster `harness run --nnodes N --node-rank K --rdzv-endpoint H:P --rdzv-id ID` asked for
         (kept in HARNESS_NNODES, HARNESS_NODE_RANK, HARNESS_RDZV_ENDPOINT, HARNESS_RDZV_ID); InputError
         (exit 2) for a combination that cannot work."""
 
-        env = os.environ if env is None else env
-        try:
-            nnodes = int(env.get("HARNESS_NNODES") or 1)
-            node_rank = int(env.get("HARNESS_NODE_RANK") or 0)
-        except ValueError:
-            raise InputError("--nnodes / --node-rank: expected whole numbers", field="--nnodes") from None
-        cluster = cls(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=env.get("HARNESS_RDZV_ENDPOINT") or None,
-                      rdzv_id=env.get("HARNESS_RDZV_ID") or None)
+        given = variables(env)
+        nnodes, node_rank = given.nnodes, given.node_rank
+        cluster = cls(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=given.rdzv_endpoint, rdzv_id=given.rdzv_id)
         if nnodes < 1 or not 0 <= node_rank < nnodes:
             raise InputError(f"--node-rank {node_rank}: expected 0..{nnodes - 1} with --nnodes {nnodes}", field="--node-rank")
         if nnodes > 1:
@@ -118,14 +115,13 @@ class Replica:
     local_world_size: int
 
     @classmethod
-    def from_env(cls, env=None) -> "Replica | None":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Replica | None":
         """This process's replica, from the replica contract's variables; None outside a data-parallel run."""
-        env = os.environ if env is None else env
-        if env.get("HARNESS_REPLICA") != "1":
+        given = variables(env)
+        if not given.replica:
             return None
-        world = int(env.get("WORLD_SIZE", "1"))
-        return cls(rank=int(env.get("RANK", "0")), local_rank=int(env.get("LOCAL_RANK", "0")), world_size=world,
-                   local_world_size=int(env.get("LOCAL_WORLD_SIZE", str(world))))
+        return cls(rank=given.rank, local_rank=given.local_rank, world_size=given.world_size,
+                   local_world_size=given.world_size if given.local_world_size is None else given.local_world_size)
 
 
 def rank_result_path(result_path: str | os.PathLike, rank: int) -> Path:

@@ -80,10 +80,10 @@ def one_replica_key(scenario: str, workload: str, backend: str, device: str, par
                     options: dict | None = None) -> str | None:
     """The run_key of the 1-replica configuration a data-parallel one (replicas > 1) is scaled against; None
     for a configuration that is not data-parallel. The plan orders by it and the runner looks the base up by it."""
-    name = getattr(WORKLOADS.get(workload), "replicas_param", None)
-    if not name or int(params.get(name) or 1) < 2:
+    known = WORKLOADS.get(workload)
+    if known is None or known.replicas_param is None or known.replicas(params) < 2:
         return None
-    return run_key(scenario, workload, backend, device, {**params, name: 1}, options)
+    return run_key(scenario, workload, backend, device, {**params, known.replicas_param: 1}, options)
 
 
 def bases_first(order: list[int], configurations: list[RunSpec]) -> list[int]:

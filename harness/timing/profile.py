@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from pydantic import BaseModel, ConfigDict
+
 #: The annotation every backend's profiler puts around the profiled steps: its span on the trace is the window.
 WINDOW = "harness.profiled_steps"
 #: The classes of a breakdown, in display order; `idle` is beside them, never one of them.
@@ -250,31 +252,47 @@ def breakdown(capture: Capture, timed_step_s: float | None) -> dict[str, Any]:
     return out
 
 
-def launch_bound_warning(profile: dict) -> str | None:
-    """The record's warning for a GPU step that waits on the host, from its breakdown; None otherwise."""
-    if not profile.get("host_bound") or profile.get("gpu_idle_fraction") is None:
-        return None
-    return (f"launch-bound: the GPU is idle {100 * profile['gpu_idle_fraction']:.0f}% of the step waiting "
-            "for the host (a whole-step graph or a compiler launches fewer kernels)")
+class BreakdownVerdict(BaseModel):
+    """What a breakdown (the record's `profile`) says about the step, typed where its warnings read it: whether it
+    waits on the host, whether the profiler slowed it, how much of it no rule classified, and its top kernels."""
 
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
-def perturbed_warning(profile: dict) -> str | None:
-    """The record's warning where the profiler slowed the profiled step beyond PERTURBED_PCT; None otherwise."""
-    if not profile.get("perturbed"):
-        return None
-    return (f"profile: the profiled step is {profile['vs_timed_pct']:.0f}% longer than the timed one (the profiler's "
-            "own work at each launch slowed the host): its idle is the profiler's, its kernel classes stand")
+    host_bound: bool = False
+    gpu_idle_fraction: float | None = None
+    perturbed: bool = False
+    vs_timed_pct: float | None = None
+    other_share: float | None = None
+    top: list[dict[str, Any]] = []
 
+    def launch_bound_warning(self) -> str | None:
+        """The record's warning for a GPU step that waits on the host; None otherwise."""
+        if not self.host_bound or self.gpu_idle_fraction is None:
+            return None
+        return (f"launch-bound: the GPU is idle {100 * self.gpu_idle_fraction:.0f}% of the step waiting "
+                "for the host (a whole-step graph or a compiler launches fewer kernels)")
 
-def unclassified_warning(profile: dict) -> str | None:
-    """A warning where more than OTHER_WARN of the busy time is `other`, naming the largest such kernels, so
-    that a backend's table that has fallen behind its framework shows; None otherwise."""
-    share = profile.get("other_share")
-    if share is None or share <= OTHER_WARN:
-        return None
-    names = [k["name"][:60] for k in profile.get("top", []) if k["class"] == "other"][:3]
-    return (f"profile: {100 * share:.0f}% of the busy time matched no rule of the backend's table (other)"
-            + (f", e.g. {'; '.join(names)}" if names else ""))
+    def perturbed_warning(self) -> str | None:
+        """The record's warning where the profiler slowed the profiled step beyond PERTURBED_PCT; None otherwise."""
+        if not self.perturbed:
+            return None
+        return (f"profile: the profiled step is {self.vs_timed_pct:.0f}% longer than the timed one (the profiler's "
+                "own work at each launch slowed the host): its idle is the profiler's, its kernel classes stand")
+
+    def unclassified_warning(self) -> str | None:
+        """A warning where more than OTHER_WARN of the busy time is `other`, naming the largest such kernels, so
+        that a backend's table that has fallen behind its framework shows; None otherwise."""
+        share = self.other_share
+        if share is None or share <= OTHER_WARN:
+            return None
+        names = [k["name"][:60] for k in self.top if k["class"] == "other"][:3]
+        return (f"profile: {100 * share:.0f}% of the busy time matched no rule of the backend's table (other)"
+                + (f", e.g. {'; '.join(names)}" if names else ""))
+
+    def warnings(self) -> list[str]:
+        """Every warning the breakdown gives, for the record."""
+        found = (self.launch_bound_warning(), self.perturbed_warning(), self.unclassified_warning())
+        return [w for w in found if w]
 
 
 def profile_run(capture_steps: Callable[[int, str | None], Capture], timed_step_s: float | None,
@@ -291,5 +309,5 @@ def profile_run(capture_steps: Callable[[int, str | None], Capture], timed_step_
         warnings.append(f"no profile breakdown: {text}")
         return {"error": text}
     out["profile_s"] = time.perf_counter() - started
-    warnings.extend(w for w in (launch_bound_warning(out), perturbed_warning(out), unclassified_warning(out)) if w)
+    warnings.extend(BreakdownVerdict.model_validate(out).warnings())
     return out

@@ -18,7 +18,8 @@ from typing import Any, Iterator
 
 from harness.errors import Diverged, OutOfMemory, Unsupported, WrongResult, first_line
 from harness.machine import env as env_mod
-from harness.machine.env import FrameworkEnv
+from harness.machine.env import FrameworkEnv, Isolation
+from harness.machine.variables import variables
 from harness.results.parts import Distributed, Profile
 from harness.results.record import utc_now
 from harness.seam.adapter import Device, RunInputs
@@ -29,7 +30,7 @@ from harness.timing.loop import run_timed
 from harness.timing.profile import profile_run, profiled_calls
 from harness.timing.settings import AUTO, Measure
 from harness.worker.figures import TimedRun, figures
-from harness.worker.hostlock import HELD_VARIABLE, session_of, timing_lock
+from harness.worker.hostlock import session_of, timing_lock
 from harness.worker.neighbours import paused
 from harness.worker.outcome import Measured, WorkerResult
 from harness.workloads import WORKLOADS
@@ -79,7 +80,7 @@ def classify(exc: BaseException, backend: Backend | None) -> tuple[str, str | No
 
 def progress_writer():
     """Progress events as JSON lines appended to $HARNESS_PROGRESS_FILE (the runner reads them); None without it."""
-    path = os.environ.get("HARNESS_PROGRESS_FILE")
+    path = variables().progress_file
     if not path:
         return None
 
@@ -221,7 +222,7 @@ def host_isolation(run: OpenRun, result: WorkerResult) -> Iterator[None]:
     the record's `env.isolation` says how. One process per run takes it on each host: a plain run's worker;
     for a data-parallel run the runner (HELD_VARIABLE), else its local rank 0."""
     share = run.measure.share_host
-    if os.environ.get(HELD_VARIABLE) == "1":  # a data-parallel run's replica: the runner holds it for the run
+    if variables().host_lock_held:  # a data-parallel run's replica: the runner holds it for the run
         result.isolation = {"mode": "shared" if share else "exclusive", "held_by": "the runner"}
         yield
         return
@@ -237,7 +238,7 @@ def host_isolation(run: OpenRun, result: WorkerResult) -> Iterator[None]:
 def _wait_apart(result: WorkerResult) -> None:
     """The wait for the host's timing lock (another session's run) out of the `steps` phase, into its own
     `lock_wait` phase: not the run's time."""
-    waited = float((result.isolation or {}).get("waited_s") or 0.0)
+    waited = float(Isolation.of(result.isolation).waited_s or 0.0)
     phases = result.phases_s
     if waited > 0 and phases is not None and "steps" in phases:
         phases["steps"] = round(max(0.0, phases["steps"] - waited), 3)

@@ -34,6 +34,10 @@ import os
 import time
 from typing import Callable, Iterator
 
+from pydantic import BaseModel, ConfigDict
+
+from harness.machine.variables import variables
+
 #: The lock file, host-wide (see the module's docstring for why not a per-user or per-job folder).
 DEFAULT_LOCK = "/tmp/harness-timing.lock"
 #: Names another lock file (one every session on the host sees).
@@ -46,7 +50,7 @@ HOLDER_SUFFIX = ".holder"
 
 def lock_path() -> str:
     """The lock file of this host: $HARNESS_HOST_LOCK, else DEFAULT_LOCK."""
-    return os.environ.get(LOCK_VARIABLE) or DEFAULT_LOCK
+    return variables().host_lock or DEFAULT_LOCK
 
 
 def _open(path: str) -> int:
@@ -61,14 +65,35 @@ def _open(path: str) -> int:
         return fd
 
 
-def holder(path: str) -> dict:
-    """Who holds (or last held) the lock, as its holder wrote it: pid, session, run; {} when unknown."""
+class LockHolder(BaseModel):
+    """Who holds (or last held) the lock, as its holder wrote it beside the lock: its pid, the session process's
+    pid and command, the run and the session; each None where it did not say."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    pid: int | None = None
+    session_pid: int | None = None
+    command: str | None = None
+    run: str | None = None
+    session: str | None = None
+
+    def described(self) -> str:
+        """The holder in words: `pid 123 (harness run quickstart), run torch on cpu, session abc` (the session's pid
+        and command where the holder wrote them, else its own pid)."""
+        pid = self.session_pid or self.pid
+        parts = [f"pid {pid}" + (f" ({self.command})" if self.command else "")] if pid else []
+        parts += [f"{key} {value}" for key, value in (("run", self.run), ("session", self.session)) if value]
+        return ", ".join(parts) or "another harness session"
+
+
+def holder(path: str) -> LockHolder:
+    """Who holds (or last held) the lock; an empty LockHolder where the file is absent, unreadable or not one
+    (it is a courtesy to a waiter, never a reason to fail)."""
     try:
         with open(path + HOLDER_SUFFIX, encoding="utf-8") as fh:
-            data = json.load(fh)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+            return LockHolder.model_validate(json.load(fh))
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+        return LockHolder()
 
 
 def _note_holder(path: str, who: dict) -> None:
@@ -107,12 +132,8 @@ def session_of(pid: int) -> dict:
 
 
 def describe_holder(who: dict) -> str:
-    """A lock holder in words: `pid 123 (harness run quickstart), run torch on cpu, session abc` (the
-    session's pid and command where the holder wrote them, else its own pid)."""
-    pid = who.get("session_pid") or who.get("pid")
-    parts = [f"pid {pid}" + (f" ({who['command']})" if who.get("command") else "")] if pid else []
-    parts += [f"{key} {who[key]}" for key in ("run", "session") if who.get(key)]
-    return ", ".join(parts) or "another harness session"
+    """A lock holder (the JSON object it wrote) in words (LockHolder.described)."""
+    return LockHolder.model_validate(who).described()
 
 
 @contextlib.contextmanager
@@ -152,7 +173,7 @@ def _acquire(fd: int, kind: int, path: str, isolation: dict, tell: Callable[...,
     except BlockingIOError:
         pass
     other = holder(path)
-    isolation["waited_for"] = describe_holder(other)
+    isolation["waited_for"] = other.described()
     tell("host_lock", waiting=True, holder=isolation["waited_for"], lock=path)
     began = time.perf_counter()
     fcntl.flock(fd, kind)

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+from harness.machine.variables import variables
 from harness.results.record import write_json_atomic
 from harness.seam.backend import available_backends
 from harness.seam.distributed import Replica, rank_result_path, register_pid
@@ -26,14 +27,13 @@ def apply_memory_limit() -> None:
     framework allocations beyond it fail as out-of-memory errors, while the large virtual
     reservations of shared libraries that RLIMIT_AS would also count do not.
     """
-    limit = os.environ.get("HARNESS_MEMORY_LIMIT_BYTES")
-    if not limit:
+    value = variables().memory_limit_bytes  # the runner checked it (harness.commands.run.parse_size)
+    if value is None:
         return
     import resource  # POSIX only, and needed only under --memory-limit
 
-    value = int(limit)  # the runner checked it (harness.commands.run.parse_size); ValueError otherwise
     if value <= 0:
-        raise ValueError(f"HARNESS_MEMORY_LIMIT_BYTES={limit!r}: expected a positive number of bytes")
+        raise ValueError(f"HARNESS_MEMORY_LIMIT_BYTES={value!r}: expected a positive number of bytes")
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     if hard != resource.RLIM_INFINITY and value > hard:
         value = hard  # an unprivileged process cannot raise its hard limit; the lower one applies

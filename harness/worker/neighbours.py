@@ -12,6 +12,8 @@ import signal
 import time
 from typing import Iterator
 
+from harness.machine.variables import variables
+
 #: The file beside a run's spec.json that names the process groups to pause while it is timed.
 PAUSE_FILE = "pause.json"
 #: Where the worker keeps those process groups once it has read the file.
@@ -61,7 +63,7 @@ def paused() -> Iterator[list[int]]:
     """Stop the process groups named for this run (PAUSE_VARIABLE) for the duration of the block, then let them
     go on; yields those that were stopped. The block starts only once each has stopped; one that has already
     left is skipped."""
-    pids = [int(p) for p in os.environ.get(PAUSE_VARIABLE, "").split(",") if p.strip().isdigit()]
+    pids = variables().pause_pids
     stopped = [pid for pid in pids if pid != os.getpgrp() and _signal_group(pid, signal.SIGSTOP)]
     for pid in stopped:
         _wait_stopped(pid)

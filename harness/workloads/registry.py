@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
-import os
 from collections.abc import Iterator, Mapping
 
+from harness.machine.variables import variables
 from harness.workloads.base import Workload
 from harness.workloads.training import missing_training_fields
 
@@ -61,7 +61,7 @@ class _Registry(Mapping):
         self._cache: dict[str, tuple[dict[str, Workload], dict[str, str]]] = {}
 
     def _loaded(self) -> tuple[dict[str, Workload], dict[str, str]]:
-        extra = os.environ.get("HARNESS_WORKLOADS") or ""
+        extra = variables().workloads
         if extra not in self._cache:
             found: dict[str, Workload] = {}
             sources: dict[str, str] = {}

@@ -55,11 +55,10 @@ def scaling_efficiency_of(record_base: Result, record_value: Result, ratio) -> f
     by the workload's replicas parameter; else None."""
 
     workload = WORKLOADS.get(record_base.workload)
-    name = getattr(workload, "replicas_param", None)
-    if not name or missing(ratio):
+    if workload is None or workload.replicas_param is None or missing(ratio):
         return None
-    base_r, value_r = record_params(record_base).get(name), record_params(record_value).get(name)
-    if not base_r or not value_r or base_r == value_r:
+    base_r, value_r = workload.replicas(record_params(record_base)), workload.replicas(record_params(record_value))
+    if base_r == value_r:
         return None
     if base_r > value_r:  # a baseline of more replicas (named with --baseline): the larger count's efficiency still
         return (1.0 / ratio) * value_r / base_r if ratio else None

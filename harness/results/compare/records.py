@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Iterable
 
 from harness.errors import InputError
+from harness.machine.variables import variables
 from harness.results.record import Result
 from harness.results.store import Store, open_store, parse_location, store_exists
 from harness.seam.backend import available_backends, backend_names
@@ -150,7 +150,7 @@ _OPTION_DEFAULTS: dict[tuple, dict] = {}
 def option_defaults(backend: str | None) -> dict:
     """A backend's options at their defaults ({} for a backend that is not registered here or has none)."""
 
-    key = (os.environ.get("HARNESS_BACKENDS") or "", backend)  # the registry depends on it
+    key = (variables().backends, backend)  # the registry depends on it
     if key not in _OPTION_DEFAULTS:
         defaults: dict = {}
         try:

@@ -12,8 +12,11 @@ import json
 import os
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from harness.errors import InputError
 from harness.results.record import RecordError, Result
+from harness.results.sessions import SessionRow
 from harness.results.store.salvage import salvage
 from harness.results.store.schema import SQLITE_HEADER
 
@@ -36,19 +39,36 @@ def _check_record(path, i: int, record) -> dict:
     return record
 
 
+#: What an import says a session's column should be, where pydantic's own words would be less clear.
+_SESSION_EXPECTED = {"session_id": "a non-empty string", "plan": "a list of planned runs"}
+
+
 def _check_session(path, i: int, session) -> dict:
+    """sessions[i], if it is a session row (SessionRow); kept as the file holds it, which an import copies."""
     if not isinstance(session, dict):
         raise _bad(path, f"sessions[{i}]", f"a session (a JSON object), got {type(session).__name__}")
-    if not isinstance(session.get("session_id"), str) or not session["session_id"]:
-        raise _bad(path, f"sessions[{i}].session_id", "a non-empty string")
-    if not isinstance(session.get("plan", []), list):
-        raise _bad(path, f"sessions[{i}].plan", "a list of planned runs")
+    try:
+        SessionRow.model_validate(session)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        column = str(error["loc"][0])
+        raise _bad(path, f"sessions[{i}].{column}", _SESSION_EXPECTED.get(column, error["msg"].lower())) from None
     return session
 
 
+def _readable_session(path, i: int, session: dict) -> bool:
+    try:
+        _check_session(path, i, session)
+    except InputError:
+        return False
+    return True
+
+
 def _from_store(p: Path) -> tuple[list[dict], list[dict], int]:
-    """Every record and session a store file still holds; records that cannot be read are counted."""
-    texts, sessions = salvage(p)
+    """Every record and session a store file still holds; records that cannot be read are counted, sessions that
+    cannot (a column of the wrong type) left out."""
+    texts, salvaged = salvage(p)
+    sessions = [s for i, s in enumerate(salvaged) if _readable_session(p, i, s)]
     records, unreadable = [], 0
     for text in texts:
         try:

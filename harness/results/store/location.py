@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from harness.errors import StoreError
+from harness.machine.variables import variables
 
 #: The store a command uses when neither --store nor HARNESS_STORE names one.
 DEFAULT_STORE = "harness.db"
@@ -66,7 +67,7 @@ def default_store_path(given: str | os.PathLike | None = None) -> str:
     if given is not None and not str(given).strip():
         raise StoreError(f"--store {str(given)!r}: expected the path of a store file or a postgresql:// URL, got an "
                          "empty one", source=str(given), field="--store")
-    return str(given) if given is not None else os.environ.get("HARNESS_STORE") or DEFAULT_STORE
+    return str(given) if given is not None else variables().store or DEFAULT_STORE
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import threading
 from pathlib import Path
@@ -37,6 +36,8 @@ except ImportError:  # pragma: no cover - the test environments install it
     psycopg = None
 
 from harness.errors import StoreError, StoreWriteError
+from harness.machine.variables import variables
+from harness.results.sessions import SessionOwner
 from harness.results.store.location import StoreLocation, redact_urls
 from harness.results.store.schema import POSTGRES_SCHEMA
 from harness.results.store.sqlstore import SQLStore
@@ -164,7 +165,7 @@ class PostgresStore(SQLStore):
                 self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 others = [row[0] for row in self._db.execute(
                     "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
-                if others and "results" not in others and os.environ.get(STORE_INIT_VARIABLE) != "1":
+                if others and "results" not in others and not variables().store_init:
                     shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
                     raise StoreError(
                         f"store {self.path}: cannot be opened for writing: the database holds other tables ({shown}) "
@@ -227,7 +228,7 @@ class PostgresStore(SQLStore):
                                (session_id,)).fetchone()
         if holder is None:
             return
-        host = (json.loads(holder[0]) if holder[0] else {}).get("host") or "another host"
+        host = SessionOwner.of(json.loads(holder[0]) if holder[0] else None).host or "another host"
         raise StoreError(f"store {self.path}: session {session_id} is still running on {host} (its heartbeat is "
                          f"{float(holder[1]):.0f} s old); resuming it now would run its runs twice. Wait for it, "
                          f"or stop it first", source=self.path, field="--resume")

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
-import os
 import re
 import sys
 
 from harness.errors import StoreError
+from harness.machine.variables import variables
 from harness.results.store.location import (
     ANY_SCHEME,
     PATH_SCHEME,
@@ -44,7 +44,7 @@ _CLASSES: dict[str, type] = {}
 def store_targets() -> dict[str, str]:
     """Every registered scheme (lower case) -> the `module:Class` that serves it; nothing imported. Read once per
     value of HARNESS_STORES and of sys.path (where entry points are found)."""
-    extra = os.environ.get("HARNESS_STORES") or ""
+    extra = variables().stores
     key = (extra, tuple(sys.path))
     if key in _TARGETS:
         return _TARGETS[key]

@@ -10,6 +10,7 @@ import json
 import math
 
 from harness.results.record import Result, utc_now
+from harness.results.sessions import SessionRow
 
 #: The first bytes of every SQLite file.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -42,7 +43,7 @@ SESSION_ADDED = ("settings", "owner")
 SESSION_KEYS = ("session_id", "started_at", "finished_at", "state", "scenario_path", "command", "plan",
                 "settings", "owner")
 
-#: The columns of a results row, in the order `result_row` gives their values.
+#: The columns of a results row, in the order `result_row` gives their values (`record`, the JSON, last).
 RESULT_COLUMNS = ("run_id", "session_id", "run_key", "schema_version", "scenario", "workload", "backend", "device",
                   "status", "metric", "median", "started_at", "record")
 
@@ -63,24 +64,25 @@ def stored_record(result: Result) -> dict:
     return clean(result.to_dict())
 
 
+#: The columns every stored record has (the rest of the indexed columns may be absent from an old record: null).
+REQUIRED_COLUMNS = ("run_id", "session_id", "schema_version")
+
+
 def result_row(record: dict) -> tuple:
-    """The values of a results row for a stored record: the indexed columns, then the record as JSON."""
-    return (
-        record["run_id"], record["session_id"], record.get("run_key"), record["schema_version"],
-        record.get("scenario"), record.get("workload"), record.get("backend"), record.get("device"),
-        record.get("status"), record.get("metric"), record.get("median"), record.get("started_at"),
-        json.dumps(record, default=str),
-    )
+    """The values of a results row for a stored record, in RESULT_COLUMNS' order: the indexed columns, then the
+    record as JSON. KeyError for a record without one of REQUIRED_COLUMNS."""
+    indexed = RESULT_COLUMNS[:-1]
+    return (*(record[c] if c in REQUIRED_COLUMNS else record.get(c) for c in indexed), json.dumps(record, default=str))
 
 
-def imported_session_row(s: dict, command: str | None) -> tuple:
+def imported_session_row(s: SessionRow, command: str | None) -> tuple:
     """The sessions-table values of a session taken in from a side file or another store, in column order
     (session_id, started_at, finished_at, state, scenario_path, command, plan, settings, owner); one left
     `running` by the process that wrote it is `interrupted` here."""
-    state = "interrupted" if s.get("state") == "running" else s.get("state") or "interrupted"
-    return (s["session_id"], s.get("started_at") or utc_now(), s.get("finished_at"), state, s.get("scenario_path"),
-            command, json.dumps(s.get("plan") or [], default=str), json.dumps(s.get("settings") or {}, default=str),
-            json.dumps(s.get("owner")) if s.get("owner") else None)
+    state = "interrupted" if s.state == "running" else s.state or "interrupted"
+    return (s.session_id, s.started_at or utc_now(), s.finished_at, state, s.scenario_path, command,
+            json.dumps(s.plan, default=str), json.dumps(s.settings or {}, default=str),
+            json.dumps(s.owner) if s.owner else None)
 
 
 def session_doc(session: dict) -> dict:

@@ -17,7 +17,12 @@ from typing import ClassVar
 
 from harness.errors import StoreError, StoreWriteError
 from harness.results.record import Result, utc_now
-from harness.results.sessions import PlanEntry, SessionSettings
+from harness.results.sessions import (
+    PlanEntry,
+    SessionOwner,
+    SessionRow,
+    SessionSettings,
+)
 from harness.results.store.imports import read_rows
 from harness.results.store.liveness import owner_alive, process_owner
 from harness.results.store.location import StoreLocation, parse_location
@@ -139,16 +144,16 @@ class SQLStore(StoreQueries):
             with self._transaction():
                 insert = self._insert("results", RESULT_COLUMNS, "ignore")
                 new = sum(self._execute(insert, result_row(clean(r))).rowcount for r in records)
-                new_sessions = sum(self._insert_session(s) for s in sessions)
+                new_sessions = sum(self._insert_session(SessionRow.model_validate(s)) for s in sessions)
         except self.errors as exc:
             raise self._failed(f"cannot take in {path}, nothing was taken in", exc) from None
         return {"records": len(records), "new": new, "sessions": len(sessions), "new_sessions": new_sessions,
                 "unreadable": unreadable}
 
-    def _insert_session(self, s: dict) -> int:
+    def _insert_session(self, s: SessionRow) -> int:
         """Insert an imported session unless its id is stored already (1 if it was new); one left `running`
         by the process that wrote it is `interrupted` here."""
-        command = self._stored_command(s["command"]) if s.get("command") else s.get("command")
+        command = self._stored_command(s.command) if s.command else s.command
         cursor = self._execute(self._insert("sessions", SESSION_KEYS, "ignore"), imported_session_row(s, command))
         return cursor.rowcount
 
@@ -259,7 +264,8 @@ def _refuse_if_claimed(store: SQLStore, session_id: str, seen: dict | None) -> N
         held = None
     if held == seen_owner:
         return
-    who = f"pid {held.get('pid')} on {held.get('host')}" if isinstance(held, dict) else "another process"
+    owner = SessionOwner.of(held) if isinstance(held, dict) else None
+    who = f"pid {owner.pid} on {owner.host}" if owner is not None else "another process"
     raise StoreError(f"--resume {session_id}: session {session_id} was claimed by {who} (now {row[1]}) after this "
                      "process read it; it runs what was left, so nothing was run here. Once it ends, resume "
                      "again for whatever it left", source=store.path, field="--resume")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 from harness.results.compare import backend_variant, option_defaults, process_value
@@ -32,13 +33,13 @@ def configuration_label(spec: RunSpec, varying: list[str]) -> str:
 def varying_params(specs: list[RunSpec]) -> list[str]:
     """The params whose value differs among the configurations (the search space's dimensions)."""
     keys = dict.fromkeys(k for s in specs for k in s.params)
-    return [k for k in keys if len({repr(s.params.get(k)) for s in specs}) > 1]
+    return [k for k in keys if len({repr(s.param(k)) for s in specs}) > 1]
 
 
 def kind_of(record: Result) -> tuple:
     """A record's kind of configuration, whose history gives a prior: workload, backend variant, execution,
     device type."""
-    return (record.workload, backend_variant(record), (record.params or {}).get("execution"),
+    return (record.workload, backend_variant(record), record.param("execution"),
             str(record.device or "").split(":")[0])
 
 
@@ -78,13 +79,13 @@ class RaceRounds:
     def candidates(self, results: list[Result]) -> tuple[list[Candidate], dict[str, str]]:
         """Each configuration's ok process values in replicate order, and those out before the race (failed,
         over --max-device-memory)."""
-        by_key: dict[str, list[Result]] = {}
+        by_key: defaultdict[str, list[Result]] = defaultdict(list)  # a configuration not yet run: no process
         for r in sorted(results, key=lambda r: r.replicate):
             if not r.probe_of:
-                by_key.setdefault(r.run_key, []).append(r)
+                by_key[r.run_key].append(r)
         out, excluded = [], {}
         for spec in self.configurations:
-            done = by_key.get(spec.run_key, [])
+            done = by_key[spec.run_key]
             ok = [r for r in done if r.status == "ok" and process_value(r, self.metric) is not None]
             name = self.labels[spec.run_key]
             if done and not ok:
@@ -114,11 +115,8 @@ class RaceRounds:
         """One more process of each configuration the race wants measured, shuffled with the session's seed."""
         standings, _ = self.standings(results)
         wanted = {name for s in standings for name in s.measure_next}
-        done: dict[str, int] = {}
-        for r in results:
-            if not r.probe_of:
-                done[r.run_key] = done.get(r.run_key, 0) + 1
-        specs = [replace(s, run_id=new_id(), replicate=done.get(s.run_key, 0))
+        done = Counter(r.run_key for r in results if not r.probe_of)
+        specs = [replace(s, run_id=new_id(), replicate=done[s.run_key])
                  for s in self.configurations if self.labels[s.run_key] in wanted]
         self.rounds += 1
         random.Random(self.seed * 1_000_003 + self.rounds).shuffle(specs)

@@ -8,6 +8,7 @@ run by `run_session` with the race's rounds, answered from the session's records
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from harness.errors import InputError
@@ -88,9 +89,8 @@ def prepare_tune(request: SessionRequest, settings: TuneSettings,
     prepared = prepare_session(racing, observer)
     configurations = [replace(s, session_id=prepared.session_id, replicate=0)
                       for s in {s.run_key: s for s in exhaustive.plan}.values()]
-    planned: dict[str, int] = {}
-    for spec in exhaustive.plan:  # the processes the exhaustive plan gives each configuration (auto: its least)
-        planned[spec.run_key] = planned.get(spec.run_key, 0) + 1
+    # the processes the exhaustive plan gives each configuration (auto: its least)
+    planned = Counter(spec.run_key for spec in exhaustive.plan)
     limits = {s.run_key: settings.max_processes or planned[s.run_key] for s in configurations}
     unit = getattr(WORKLOADS.get(configurations[0].workload), "unit", None) if configurations else None
     rules = RaceRules(higher_is_better=higher_is_better(settings.metric, unit),
