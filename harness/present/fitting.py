@@ -105,10 +105,12 @@ class _Widths:
         self.full = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
         self.sizes = dict(self.full)
         self.floors = dict(shorten) if isinstance(shorten, dict) else {c: MIN_SHORTENED_HARD for c in shorten}
+        #: the spaces between two columns: GAP's, one where that keeps a column the table would leave out
+        self.gap = len(GAP)
 
     def total(self) -> int:
         """The table's width at the current sizes."""
-        return sum(self.sizes[c] for c in self.columns) + len(GAP) * (len(self.columns) - 1)
+        return sum(self.sizes[c] for c in self.columns) + self.gap * (len(self.columns) - 1)
 
     def fits(self) -> bool:
         """Whether the table fits the width."""
@@ -148,7 +150,8 @@ class _Widths:
 def _narrow(widths: _Widths, out: Fitted, optional, last_resort, keep=(), required=()) -> None:
     """Cut and leave out columns until the table fits: the `shorten` columns to MIN_SHORTENED, the `optional`
     columns out, the `shorten` columns to their floors, the `last_resort` columns out, then any column
-    from the right (`_last_columns_out`). A header wider than its cells goes on two lines first."""
+    from the right (`_last_columns_out`). A header wider than its cells goes on two lines first; the gap between
+    columns narrows to one space before the first `last_resort` column goes."""
     if not widths.fits():
         widths.fold_headers()
     widths.cut(MIN_SHORTENED)
@@ -162,6 +165,11 @@ def _narrow(widths: _Widths, out: Fitted, optional, last_resort, keep=(), requir
     for group in last_resort:  # a name, or names that go together (two sides of one figure)
         if widths.fits():
             break
+        if widths.gap > 1:  # one space between columns before a column the caller ranks goes
+            widths.gap = 1
+            widths.cut(None)
+            if widths.fits():
+                break
         widths.leave_out([group] if isinstance(group, str) else group, out)
         widths.cut(None)
     _last_columns_out(widths, out, keep, required)
@@ -206,7 +214,7 @@ def _aligned(widths: _Widths, n_rows: int) -> str:
                 v = _shorten(v[: -len(mark) - 1], max(1, sizes[c] - len(mark) - 1)) + " " + mark
             v = _shorten(v, sizes[c])
             parts.append(v.rjust(sizes[c]) if align[c] else v.ljust(sizes[c]))
-        lines.append(GAP.join(parts).rstrip())
+        lines.append((" " * widths.gap).join(parts).rstrip())
     return "\n".join(lines)
 
 
