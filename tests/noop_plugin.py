@@ -28,9 +28,10 @@ FRAMEWORKS = frozenset({"torch", "tensorflow", "jax", "keras", "flax"})
 
 
 class NoopParams(Params):
-    """Parameters of noop: how many integers one step adds up (the step's only work)."""
+    """Parameters of noop: how many integers one step adds up (the step's only work), how many times."""
 
     count: int = Field(100, ge=1, le=10_000_000)
+    times: int = Field(1, ge=1, le=10_000)
 
 
 NOOP = Workload(
@@ -65,9 +66,9 @@ class PythonDevice(DeviceDefaults):
 def prepare(params: NoopParams, device, run) -> Prepared:
     """The step: sum(range(count)), checked against its closed form after the timed region; the checks also name
     every framework the worker process holds (none, or the plugin is not what it says)."""
-    count = params.count
+    count, times = params.count, params.times
     answers = []
-    return Prepared(step=lambda: answers.append(sum(range(count))), api={"step": "builtins.sum"},
+    return Prepared(step=lambda: answers.extend(sum(range(count)) for _ in range(times)), api={"step": "builtins.sum"},
                     checks=lambda: {"correct": all(a == count * (count - 1) // 2 for a in answers),
                                     "frameworks_imported": sorted(FRAMEWORKS & set(sys.modules))})
 
