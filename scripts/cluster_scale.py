@@ -42,12 +42,19 @@ PARTS = ("e2e", "queue", "store", "large")
 
 
 def _merged(out: Path, figures: dict) -> dict:
-    """The figures over those already in `out` (parts measured at another time keep their own machine note)."""
+    """The figures over those already in `out`: a part measured again keeps its earlier measurements, each with
+    its own machine note, under `earlier` (rates move with the machine's load: every pass is kept)."""
     try:
         before = json.loads(out.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         before = {}
-    return {**before, **figures}
+    merged = dict(before)
+    for part, found in figures.items():
+        if part in before:
+            earlier = before[part].pop("earlier", [])
+            found = {**found, "earlier": [*earlier, before[part]]}
+        merged[part] = found
+    return merged
 
 
 def main() -> None:
