@@ -10,6 +10,8 @@ Parts:
   e2e    RUNS runs end to end through `harness run --executor slurm --store postgresql://...`: the
          submit-to-stored wall time, the database's rows and size, the submitter's peak RSS, squeue and sacct
          calls per minute (counted by a logging shim put first on the submitter's PATH);
+  held   a QUEUED-run session submitted through `harness run` with its jobs held (none runs): what the
+         submitter does where Slurm refuses part of it, and what it leaves queued;
   queue  QUEUED tasks submitted held (`sbatch --hold`) and polled as the executor polls (its own
          `queue.poll`), then cancelled; what Slurm refuses on the way (MaxArraySize, MaxJobCount);
   store  the plan of a RECORDS-run session (its size, as the store keeps it and reads it back), then RECORDS
@@ -34,11 +36,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-from scale_e2e import e2e  # noqa: E402 - after the checkout is on the path
+from scale_e2e import e2e, submitted_held  # noqa: E402 - after the checkout is on the path
 from scale_growth import large_session, queued, store_passes  # noqa: E402
 from scale_machine import machine, server_url  # noqa: E402
 
-PARTS = ("e2e", "queue", "store", "large")
+PARTS = ("e2e", "held", "queue", "store", "large")
 
 
 def _merged(out: Path, figures: dict) -> dict:
@@ -79,6 +81,8 @@ def main() -> None:
         started = machine()
         if part == "e2e":
             found = e2e(url, args.runs)
+        elif part == "held":
+            found = submitted_held(url, args.queued)
         elif part == "queue":
             found = queued(args.queued)
         elif part == "store":

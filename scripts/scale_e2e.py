@@ -140,3 +140,26 @@ def e2e(url: str, runs: int) -> dict:
                    "slurm_lines": [line for _, line in watch.lines if line.startswith("slurm:")][:20],
                    "stderr_tail": [line for _, line in watch.lines[-5:]], **sizes(db_url)}
     return figures
+
+
+def submitted_held(url: str, runs: int) -> dict:
+    """A `runs`-run session submitted with its jobs held (`--slurm-arg hold=`: none runs), to see what the
+    submitter does where Slurm refuses part of it: its exit, its last words, the tasks it left queued (then
+    cancelled here)."""
+    with scratch_database(url, "held") as db_url, tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+        work = Path(tmp)
+        _shims(work / "bin", work / "calls.log")
+        write_scenario(work / "scale.yaml", runs)
+        store = with_database(db_url, urlsplit(db_url).path.strip("/"), password=False)
+        argv = [sys.executable, "-m", "harness", "run", "scale.yaml", "--executor", "slurm", "--store", store,
+                "--max-runs", str(runs), "--slurm-arg", "hold="]
+        started = time.monotonic()
+        done = subprocess.run(argv, cwd=work, env=_environment(work, db_url), capture_output=True, text=True)
+        wall = time.monotonic() - started
+        arrays = [line.split()[-1] for line in done.stderr.splitlines() if "submitted as job array" in line]
+        left = subprocess.run(["squeue", "--noheader", "--array", f"--jobs={','.join(arrays)}", "--format=%i"],
+                              capture_output=True, text=True).stdout.split() if arrays else []
+        subprocess.run(["scancel", *arrays], capture_output=True)
+        return {"runs": runs, "argv": ["harness", *argv[3:]], "exit_code": done.returncode, "wall_s": round(wall, 1),
+                "arrays_submitted": len(arrays), "tasks_left_queued": len(left),
+                "stderr_tail": done.stderr.strip().splitlines()[-6:], "calls": _calls(work / "calls.log", wall)}
