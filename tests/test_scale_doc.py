@@ -54,21 +54,37 @@ def _load(values) -> str:
     return "load average " + _span(values, lambda x: f"{x:.1f}")
 
 
+def _unit(values, fmt, unit: str) -> str:
+    return f"{_span(values, fmt)} {unit}"
+
+
 def end_to_end(e: dict) -> dict:
-    """The figures of the 1,000-run session (part e2e)."""
-    calls = e["calls"]
+    """The figures of the 1,000-run sessions (part e2e, each time it was measured): ranges over them."""
+    runs = [e, *e.get("earlier", [])]
+    every = lambda key: [run[key] for run in runs]  # noqa: E731
+    squeue = [run["calls"]["squeue"] for run in runs]
+    one = lambda x: f"{x:.1f}"  # noqa: E731
     return {
-        "runs": f"{_n(e['runs'])} runs", "ok": f"all {_n(e['statuses']['ok'])} `ok`",
-        "wall": f"{e['wall_s'] / 60:.1f} min", "per_minute": f"{_n(e['runs'] / (e['wall_s'] / 60))} runs a minute",
-        "submitted": f"submitted in {_s(e['submitted_s'])}", "first": f"first result stored at {_s(e['first_stored_s'])}",
-        "load": _load([sample[0] for sample in e["load_average_samples"]]),
-        "cpu": f"{_n(e['submitter_cpu_s'])} s of CPU", "rss": f"{_n(e['submitter_peak_rss_bytes'] / 1e6)} MB",
-        "squeue": f"squeue {_n(calls['squeue']['calls'])} times ({calls['squeue']['per_minute']:.1f} a minute",
-        "poll": f"one poll every {_s(e['wall_s'] / calls['squeue']['calls'])}",
-        "sacct": f"sacct {_n(calls['sacct']['calls'])} times", "sbatch": f"sbatch {_n(calls['sbatch']['calls'])} time",
+        "runs": f"{_n(e['runs'])} runs", "ok": f"all {_n(e['statuses']['ok'])} `ok`", "times": f"{len(runs)} sessions",
+        "all_ok": f"{_span([run['statuses'].get('ok', 0) for run in runs], _n)} `ok`",
+        "wall": _unit([w / 60 for w in every("wall_s")], one, "min"),
+        "per_minute": _unit([run["runs"] / (run["wall_s"] / 60) for run in runs], _n, "runs a minute"),
+        "submitted": f"submitted in {_unit(every('submitted_s'), one, 's')}",
+        "first": f"first result stored at {_unit(every('first_stored_s'), one, 's')}",
+        "each": ", ".join(f"{_n(run['runs'] / (run['wall_s'] / 60))} at "
+                          + _load([sample[0] for sample in run["load_average_samples"]])
+                          for run in sorted(runs, key=lambda r: r["wall_s"])),
+        "cpu": f"{_unit(every('submitter_cpu_s'), _n, 's')} of CPU",
+        "rss": _unit([b / 1e6 for b in every("submitter_peak_rss_bytes")], _n, "MB"),
+        "squeue": f"squeue {_span([c['calls'] for c in squeue], _n)} times "
+                  f"({_span([c['per_minute'] for c in squeue], one)} a minute",
+        "poll": f"one poll every {_unit([run['wall_s'] / run['calls']['squeue']['calls'] for run in runs], one, 's')}",
+        "sacct": f"sacct {_span([run['calls']['sacct']['calls'] for run in runs], _n)} times",
+        "sbatch": f"sbatch {_span([run['calls']['sbatch']['calls'] for run in runs], _n)} time",
         "rows": f"{_n(e['results_rows'])} result rows and {_n(e['sessions_rows'])} session row",
-        "db": f"{_mb(e['database_bytes'])} in all", "results": f"results {_mb(e['results_bytes'])}",
-        "per_row": f"{_kb(e['results_bytes'] / e['results_rows'])} a row",
+        "db": f"{_unit([b / 1e6 for b in every('database_bytes')], one, 'MB')} in all",
+        "results": f"results {_unit([b / 1e6 for b in every('results_bytes')], one, 'MB')}",
+        "per_row": _unit([run["results_bytes"] / run["results_rows"] / 1e3 for run in runs], one, "kB a row"),
         "plan": f"{_kb(e['plan_text_bytes'])} of JSON, {_kb(e['plan_stored_bytes'])} as stored",
     }
 
