@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How fast a results store takes records: WRITERS processes each add RECORDS records of a realistic size, one
 transaction each, as `harness run` does; prints records per second in all, each add's latency (median, p99) and
-the stored size per record. Used for the figures in docs/distributed.md.
+the stored size per record. Several writers at once; scripts/cluster_scale.py measures one session's writes
+(with this script's record) for docs/distributed.md.
 
     python scripts/store_load.py postgresql://USER@HOST/DB --writers 8 --records 2000
     python scripts/store_load.py /tmp/load.db --writers 1
