@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -142,24 +143,38 @@ def e2e(url: str, runs: int) -> dict:
     return figures
 
 
-def submitted_held(url: str, runs: int) -> dict:
+def submitted_held(url: str, runs: int, patience_s: float = 600.0) -> dict:
     """A `runs`-run session submitted with its jobs held (`--slurm-arg hold=`: none runs), to see what the
-    submitter does where Slurm refuses part of it: its exit, its last words, the tasks it left queued (then
-    cancelled here)."""
+    submitter does where Slurm refuses part of it: what it says and records, then, stopped with SIGTERM (its
+    held jobs would wait for ever), its exit and the tasks it left queued (then cancelled here)."""
     with scratch_database(url, "held") as db_url, tempfile.TemporaryDirectory(prefix="scale-") as tmp:
         work = Path(tmp)
         _shims(work / "bin", work / "calls.log")
         write_scenario(work / "scale.yaml", runs)
         store = with_database(db_url, urlsplit(db_url).path.strip("/"), password=False)
         argv = [sys.executable, "-m", "harness", "run", "scale.yaml", "--executor", "slurm", "--store", store,
-                "--max-runs", str(runs), "--slurm-arg", "hold="]
+                "--max-runs", str(runs), "--slurm-arg", "hold=", "-q"]
         started = time.monotonic()
-        done = subprocess.run(argv, cwd=work, env=_environment(work, db_url), capture_output=True, text=True)
+        proc = subprocess.Popen(argv, cwd=work, env=_environment(work, db_url), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        lines, refused_s = [], None
+        for line in proc.stdout:  # until sbatch's refusal is said (or the submitter ends)
+            lines.append(line.rstrip())
+            if "sbatch refused a job array" in line:
+                refused_s = time.monotonic() - started
+                break
+            if time.monotonic() - started > patience_s:
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=600)
+        lines += rest.splitlines()
         wall = time.monotonic() - started
-        arrays = [line.split()[-1] for line in done.stderr.splitlines() if "submitted as job array" in line]
+        arrays = [line.split()[-1] for line in lines if "submitted as job array" in line]
         left = subprocess.run(["squeue", "--noheader", "--array", f"--jobs={','.join(arrays)}", "--format=%i"],
                               capture_output=True, text=True).stdout.split() if arrays else []
         subprocess.run(["scancel", *arrays], capture_output=True)
-        return {"runs": runs, "argv": ["harness", *argv[3:]], "exit_code": done.returncode, "wall_s": round(wall, 1),
-                "arrays_submitted": len(arrays), "tasks_left_queued": len(left),
-                "stderr_tail": done.stderr.strip().splitlines()[-6:], "calls": _calls(work / "calls.log", wall)}
+        said = next((line for line in lines if "sbatch refused a job array" in line), None)
+        return {"runs": runs, "argv": ["harness", *argv[3:]], "refused_after_s": refused_s and round(refused_s, 1),
+                "said": said, "arrays_submitted": len(arrays), "exit_code_after_sigterm": proc.returncode,
+                "wall_s": round(wall, 1), "tasks_left_queued": len(left), "traceback": "Traceback" in "\n".join(lines),
+                "output_tail": lines[-6:], "calls": _calls(work / "calls.log", wall)}

@@ -13,8 +13,10 @@ names it in its `modules`: `python`, whose "framework" is the interpreter itself
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
+from pathlib import Path
 
 from pydantic import Field
 
@@ -91,4 +93,7 @@ class PythonBackend(Backend):
 
 #: The environment that registers the plugin (a test's, the scale script's, a job's: sbatch passes it on).
 REGISTER = {"HARNESS_WORKLOADS": "noop=tests.noop_plugin:NOOP",
-            "HARNESS_BACKENDS": "python=tests.noop_plugin:PythonBackend"}
+            "HARNESS_BACKENDS": "python=tests.noop_plugin:PythonBackend",
+            # the checkout first on the path: `tests` is not an installed package, and Slurm's jobs import it too
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
+                                                        os.environ.get("PYTHONPATH")]))}

@@ -203,3 +203,26 @@ def test_how_slurm_ended_a_job_becomes_the_runs_status(tmp_path, state, status, 
     ending = endings.ending("7_1", tmp_path, JobState(state, "Reason X", "gpu-3"), SlurmSettings(time="30").time)
     assert ending["status"] == status
     assert ending["error"].startswith(starts) and ending["error"].endswith("(Slurm's reason: Reason X)")
+
+
+def test_an_array_sbatch_refuses_is_recorded_failed_and_the_submitted_ones_go_on(tmp_path, fake_backend, slurm):
+    # the test cluster has no GPU: sbatch refuses the array of the cuda:0 runs (after the CPU runs' array went in);
+    # those runs are recorded failed with sbatch's reason, the CPU ones run, no traceback, and --resume tries again
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "s", "workload": "gemm", "params": {"size": 32},
+        "measure": {"warmup": 0, "steps": 1, "repeats": 2, "timeout_s": 120, "processes": 1},
+        "backends": ["fake"], "devices": ["cpu", "cuda:0"], "sweep": {"fake.seconds": [0.1, 0.2]},
+        "options": {"fake": {"action": "sleep", "marker": str(tmp_path / "started")}},
+    }), encoding="utf-8")
+    store = tmp_path / "h.db"
+    done = subprocess.run([sys.executable, "-m", "harness", "run", str(path), "--executor", "slurm", "--store",
+                           str(store)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert "slurm: sbatch refused a job array (" in done.stderr + done.stdout
+    with open_store(str(store), readonly=True) as opened:
+        records = {(r["device"], r["status"]): r for r in opened.records()}
+    assert {key for key in records} == {("cpu", "ok"), ("cuda:0", "failed")}
+    refused = records[("cuda:0", "failed")]["error"]
+    assert refused.startswith("not submitted: sbatch refused its job array (") and "--resume" in refused
+    assert len((tmp_path / "started").read_text().split()) == 2  # the two CPU runs, each once

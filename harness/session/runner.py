@@ -102,9 +102,10 @@ class Runner:
         framework's import is then done when the next batch size is known); see WorkersAhead.probing."""
         return self.ahead.probing()
 
-    def static_status(self, spec: RunSpec) -> tuple[str, str] | None:
-        """(status, reason) for a run decided without a worker: backend missing or combination unmapped."""
-        return static_status(spec, self.backends, self.cluster)
+    def static_status(self, spec: RunSpec, *, here: bool = True) -> tuple[str, str] | None:
+        """(status, reason) for a run decided without a worker: backend missing or combination unmapped (and, for
+        a worker started `here`, a GPU this machine lacks)."""
+        return static_status(spec, self.backends, self.cluster, here=here)
 
     def run(self, plan: list[RunSpec], more: Callable[[list[Result]], list[RunSpec]] | None = None) -> SessionOutcome:
         """Execute every spec in order, storing each record as it arrives; then, while `more(records so far)`

@@ -26,8 +26,10 @@ def answer_holds(error: str) -> bool:
     return not any(marker in error for marker in (NOT_REGISTERED, NOT_INSTALLED, MISSING_DEVICE))
 
 
-def static_status(spec: RunSpec, backends: dict[str, Backend], cluster: dp.Cluster) -> tuple[str, str] | None:
-    """(status, reason) for a run decided without a worker: backend missing or combination unmapped."""
+def static_status(spec: RunSpec, backends: dict[str, Backend], cluster: dp.Cluster, *,
+                  here: bool = True) -> tuple[str, str] | None:
+    """(status, reason) for a run decided without a worker: backend missing or combination unmapped; where its
+    worker runs `here` (not on a cluster's node, whose GPUs a submitter on a login node lacks), a GPU not there."""
     backend = backends.get(spec.backend)
     if backend is None:
         return "unsupported", f"{NOT_REGISTERED} {spec.backend!r} is registered"
@@ -35,7 +37,7 @@ def static_status(spec: RunSpec, backends: dict[str, Backend], cluster: dp.Clust
         hint = f" ({backend.install_hint})" if backend.install_hint else ""
         return "unsupported", f"{spec.backend} {NOT_INSTALLED}{hint}"
     reason = (backend.unsupported_reason(spec.workload, spec.params, spec.device, spec.options)
-              or missing_device_reason(spec.device))  # a GPU that is not there: no worker to start
+              or (missing_device_reason(spec.device) if here else None))  # a GPU not there: no worker to start
     if reason:
         return "unsupported", reason
     replicas = replicas_of(spec)

@@ -110,6 +110,13 @@ def credentials_withheld():
         os.environ.update(held)
 
 
+def sbatch_said(message: str) -> str:
+    """sbatch's own error line out of submitit's message (the command, its output), else its last line."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    said = [line for line in lines if "sbatch: error" in line]
+    return (said or lines or ["no reason given"])[-1]
+
+
 def gpus_needed(spec: RunSpec) -> int:
     """Whole GPUs a run's job needs: N+1 for cuda:N (the job's N-th GPU), none on the CPU."""
     index = gpu_index(str(spec.device))
@@ -179,7 +186,7 @@ class SlurmExecutor:
         root = self._root([spec for _, spec in numbered])
         groups: dict[int, list[_Job]] = {}
         for i, spec in numbered:
-            decided = self._decided(runner, spec)
+            decided = decided_here(runner, spec)
             if decided is not None:
                 runner.on_start(i, n, spec)
                 self._finish(runner, _Job(i, spec, root), n, decided, outcome)
@@ -188,25 +195,22 @@ class SlurmExecutor:
             folder.mkdir(parents=True, exist_ok=True)
             groups.setdefault(gpus_needed(spec), []).append(_Job(i, spec, folder))
         jobs: list[_Job] = []
-        size = self.settings.array_size
+        size, refused = self.settings.array_size, None
         for gpus, group in groups.items():
             for start in range(0, len(group), size):  # Slurm's MaxArraySize (1001 by default) bounds an array
-                self._submit_array(runner, group[start:start + size], gpus, root / "submitit", jobs)
+                part = group[start:start + size]
+                if refused is None:
+                    refused = self._submit_array(runner, part, gpus, root / "submitit", jobs)
+                    if refused is not None:
+                        self.notice(refused_notice(refused, sum(len(g) for g in groups.values()) - len(jobs), len(jobs)))
+                if refused is not None:  # recorded, not submitted: --resume submits them again
+                    for job in part:
+                        self._finish(runner, job, n, not_submitted(runner, job, n, refused), outcome)
         return sorted(jobs, key=lambda j: j.index)
 
-    def _decided(self, runner, spec: RunSpec) -> Result | None:
-        """The record of a run decided on this machine, without a job, or None."""
-        static = runner.static_status(spec)
-        if static is None and replicas_of(spec) > 1:
-            static = ("unsupported", "--executor slurm runs one worker per job; a data-parallel run (replicas > 1) "
-                                     "runs with --executor local (on each node: harness run --nnodes ...)")
-        if static is None:
-            return None
-        return Result.planned(spec).updated(started_at=utc_now(), status=static[0], error=static[1], duration_s=0.0,
-                                            env=runner_env())
-
-    def _submit_array(self, runner, group: list[_Job], gpus: int, folder: Path, jobs: list[_Job]) -> None:
-        """Write each run's spec and submit the group as one job array (submitit batches it)."""
+    def _submit_array(self, runner, group: list[_Job], gpus: int, folder: Path, jobs: list[_Job]) -> str | None:
+        """Write each run's spec and submit the group as one job array (submitit batches it); what sbatch said
+        where it refused the array (after submitit's own retries), else None."""
         try:  # an optional dependency (the `cluster` extra), needed only when runs go to Slurm
             import submitit
         except ImportError:
@@ -215,9 +219,12 @@ class SlurmExecutor:
         executor = submitit.SlurmExecutor(folder=str(folder / "%j"), python=sys.executable)
         executor.update_parameters(**array_parameters(self.settings, [j.spec for j in group], gpus))
         submitted = []
-        with credentials_withheld(), executor.batch():
-            for job in group:
-                submitted.append(executor.submit(run_worker, *self._worker(runner, job)))
+        try:
+            with credentials_withheld(), executor.batch():
+                for job in group:
+                    submitted.append(executor.submit(run_worker, *self._worker(runner, job)))
+        except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError) as exc:
+            return sbatch_said(str(exc))
         for job, handle in zip(group, submitted):
             job.job_id = str(handle.job_id)
             job.submitted_at = job.told_at = time.monotonic()
@@ -225,6 +232,7 @@ class SlurmExecutor:
             jobs.append(job)
         self.notice(f"slurm: {len(group)} run(s) submitted as job array {group and jobs[-1].job_id.split('_')[0]}"
                     f"{f' with {gpus} GPU(s) each' if gpus else ''}")
+        return None
 
     def _worker(self, runner, job: _Job) -> tuple[list[str], dict, str, str | None]:
         """(argv, environment, folder, shared compile-cache folder) of a run's worker: its spec written, the
@@ -305,3 +313,31 @@ class SlurmExecutor:
         if said != self._said and any(r not in ("Priority", "Resources", "JobArrayTaskLimit") for r in reasons):
             self.notice(f"slurm: job(s) pending: {said}")
         self._said = said
+
+
+def decided_here(runner, spec: RunSpec) -> Result | None:
+    """The record of a run decided on this machine, without a job, or None."""
+    static = runner.static_status(spec, here=False)  # the job's node has its own GPUs: its worker says
+    if static is None and replicas_of(spec) > 1:
+        static = ("unsupported", "--executor slurm runs one worker per job; a data-parallel run (replicas > 1) "
+                                 "runs with --executor local (on each node: harness run --nnodes ...)")
+    if static is None:
+        return None
+    return Result.planned(spec).updated(started_at=utc_now(), status=static[0], error=static[1], duration_s=0.0,
+                                        env=runner_env())
+
+
+def not_submitted(runner, job: _Job, n: int, refused: str) -> Result:
+    """The `failed` record of a run whose job array sbatch refused."""
+    runner.on_start(job.index, n, job.spec)
+    return Result.planned(job.spec).updated(
+        started_at=utc_now(), status="failed", duration_s=0.0, env=runner_env(),
+        error=f"not submitted: sbatch refused its job array ({refused}); harness run --resume submits it again")
+
+
+def refused_notice(refused: str, unsubmitted: int, submitted: int) -> str:
+    """What the submitter says where sbatch refused an array."""
+    return (f"slurm: sbatch refused a job array ({refused}): {unsubmitted} run(s) are recorded failed, not "
+            f"submitted{f'; the {submitted} submitted go on' if submitted else ''}. --resume submits them again "
+            "(where Slurm's job limit refused them, MaxJobCount, which every pending array task counts against, "
+            "once the queue has room)")
