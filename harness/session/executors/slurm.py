@@ -142,8 +142,10 @@ class SlurmExecutor:
             self.caches = runner.caches = CompileCaches(self._root(plan) / "caches")
         with trap_signals(), _hangup_interrupts():
             try:
-                jobs, left = self._adopt(runner, plan)
-                jobs = sorted(jobs + self._submit(runner, left, len(plan), outcome), key=lambda j: j.index)
+                adopted, left = self._adopt(runner, plan)
+                jobs.extend(adopted)
+                self._submit(runner, left, len(plan), outcome, jobs)  # into `jobs` as each array goes in
+                jobs.sort(key=lambda j: j.index)
                 self._collect(runner, jobs, len(plan), outcome)
             except (Interrupted, KeyboardInterrupt) as exc:
                 with trap_signals(signal.SIG_IGN), _hangup_interrupts(signal.SIG_IGN):  # a second signal waits
@@ -180,9 +182,11 @@ class SlurmExecutor:
         runner.on_result(job.index, n, record)
 
     # ------------------------------------------------------------------ submitting
-    def _submit(self, runner, numbered: list[tuple[int, RunSpec]], n: int, outcome: SessionOutcome) -> list[_Job]:
+    def _submit(self, runner, numbered: list[tuple[int, RunSpec]], n: int, outcome: SessionOutcome,
+                jobs: list[_Job]) -> None:
         """Decide what needs no worker here; submit the rest, one array per number of GPUs, in plan order
-        (`numbered`: each run with its place in the plan of `n`)."""
+        (`numbered`: each run with its place in the plan of `n`), each submitted job added to `jobs` at once (a
+        signal in mid-submission then cancels every array already in)."""
         root = self._root([spec for _, spec in numbered])
         groups: dict[int, list[_Job]] = {}
         for i, spec in numbered:
@@ -194,19 +198,18 @@ class SlurmExecutor:
             folder = root / f"{i:06d}-{spec.run_id}"
             folder.mkdir(parents=True, exist_ok=True)
             groups.setdefault(gpus_needed(spec), []).append(_Job(i, spec, folder))
-        jobs: list[_Job] = []
-        size, refused = self.settings.array_size, None
+        size, refused, before = self.settings.array_size, None, len(jobs)
         for gpus, group in groups.items():
             for start in range(0, len(group), size):  # Slurm's MaxArraySize (1001 by default) bounds an array
                 part = group[start:start + size]
                 if refused is None:
                     refused = self._submit_array(runner, part, gpus, root / "submitit", jobs)
                     if refused is not None:
-                        self.notice(refused_notice(refused, sum(len(g) for g in groups.values()) - len(jobs), len(jobs)))
+                        submitted = len(jobs) - before
+                        self.notice(refused_notice(refused, sum(map(len, groups.values())) - submitted, submitted))
                 if refused is not None:  # recorded, not submitted: --resume submits them again
                     for job in part:
                         self._finish(runner, job, n, not_submitted(runner, job, n, refused), outcome)
-        return sorted(jobs, key=lambda j: j.index)
 
     def _submit_array(self, runner, group: list[_Job], gpus: int, folder: Path, jobs: list[_Job]) -> str | None:
         """Write each run's spec and submit the group as one job array (submitit batches it); what sbatch said
