@@ -154,6 +154,9 @@ def submitted_held(url: str, runs: int, patience_s: float = 600.0) -> dict:
         store = with_database(db_url, urlsplit(db_url).path.strip("/"), password=False)
         argv = [sys.executable, "-m", "harness", "run", "scale.yaml", "--executor", "slurm", "--store", store,
                 "--max-runs", str(runs), "--slurm-arg", "hold=", "-q"]
+        # every task counts against MaxJobCount, and so does every ended job Slurm still keeps (MinJobAge)
+        known = subprocess.run(["squeue", "--noheader", "--array", "--states=all", "--format=%i"],
+                               capture_output=True, text=True).stdout.split()
         started = time.monotonic()
         proc = subprocess.Popen(argv, cwd=work, env=_environment(work, db_url), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
@@ -174,7 +177,7 @@ def submitted_held(url: str, runs: int, patience_s: float = 600.0) -> dict:
                               capture_output=True, text=True).stdout.split() if arrays else []
         subprocess.run(["scancel", *arrays], capture_output=True)
         said = next((line for line in lines if "sbatch refused a job array" in line), None)
-        return {"runs": runs, "argv": ["harness", *argv[3:]], "refused_after_s": refused_s and round(refused_s, 1),
+        return {"runs": runs, "jobs_known_before": len(known), "argv": ["harness", *argv[3:]], "refused_after_s": refused_s and round(refused_s, 1),
                 "said": said, "arrays_submitted": len(arrays), "exit_code_after_sigterm": proc.returncode,
                 "wall_s": round(wall, 1), "tasks_left_queued": len(left), "traceback": "Traceback" in "\n".join(lines),
                 "output_tail": lines[-6:], "calls": _calls(work / "calls.log", wall)}
