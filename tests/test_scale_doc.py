@@ -110,12 +110,18 @@ def queued(q: dict) -> dict:
 
 
 def held(h: dict) -> dict:
-    """The figures of the session submitted held through `harness run` (part held)."""
-    error = next(line for line in h["stderr_tail"] if "Error:" in line)
-    return {"runs": f"{_n(h['runs'])}-run session", "arrays": f"{_n(h['arrays_submitted'])} arrays submitted",
-            "exit": f"exit {h['exit_code']} after {_s(h['wall_s'])}", "error": error.split(":")[0],
-            "said": h["stderr_tail"][-1].split("failed: ")[-1],
-            "left": f"{_n(h['tasks_left_queued'])} queued tasks", "scancel": f"scancel {h['calls']['scancel']['calls']} times"}
+    """The figures of the session submitted held through `harness run` (part held): the last measurement, and the
+    first, taken before the submitter handled sbatch's refusal (its exit and what it left queued)."""
+    failed, submitted = map(int, re.search(r"(\d+) run\(s\) are recorded failed.*the (\d+) submitted", h["said"]).groups())
+    assert not h["traceback"] and h["calls"]["scancel"]["calls"] >= 1
+    before = next(e for e in h.get("earlier", []) if "exit_code" in e)
+    return {"runs": f"{_n(h['runs'])}-run session", "known": f"{_n(h['jobs_known_before'])} jobs known",
+            "arrays": f"{_n(h['arrays_submitted'])} arrays submitted", "refused": f"after {_s(h['refused_after_s'])}",
+            "said": h["said"].split("(sbatch: error: ")[1].split(")")[0], "failed": f"those {_n(failed)} runs",
+            "submitted": f"the {_n(submitted)} submitted", "exit": f"exited {h['exit_code_after_sigterm']}",
+            "left": f"left {_n(h['tasks_left_queued'])} queued tasks",
+            "before_exit": f"exit {before['exit_code']} after {_s(before['wall_s'])}",
+            "before_left": f"its {_n(before['tasks_left_queued'])} queued tasks"}
 
 
 def _passes(store: dict) -> list[dict]:
