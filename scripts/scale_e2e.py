@@ -4,6 +4,7 @@ squeue and sacct call it makes, counted by a shim first on its PATH that logs ea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -108,15 +109,22 @@ def _submitted_s(lines: list[tuple[float, str]]) -> float | None:
     return said[-1] if said else None
 
 
-def e2e(url: str, runs: int) -> dict:
-    """Run the session and measure it (see the module's docstring); raises SystemExit where it failed."""
-    with scratch_database(url, "e2e") as db_url, tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+@contextlib.contextmanager
+def _session(url: str, what: str, runs: int, *extra: str):
+    """(its folder, its database's URL, the submitter's argv) of a `runs`-run session into a scratch database,
+    the counting shims in the folder, both removed after the block."""
+    with scratch_database(url, what) as db_url, tempfile.TemporaryDirectory(prefix="scale-") as tmp:
         work = Path(tmp)
         _shims(work / "bin", work / "calls.log")
         write_scenario(work / "scale.yaml", runs)
         store = with_database(db_url, urlsplit(db_url).path.strip("/"), password=False)
-        argv = [sys.executable, "-m", "harness", "run", "scale.yaml", "--executor", "slurm", "--store", store,
-                "--max-runs", str(runs)]
+        yield work, db_url, [sys.executable, "-m", "harness", "run", "scale.yaml", "--executor", "slurm",
+                             "--store", store, "--max-runs", str(runs), *extra]
+
+
+def e2e(url: str, runs: int) -> dict:
+    """Run the session and measure it (see the module's docstring); raises SystemExit where it failed."""
+    with _session(url, "e2e", runs) as (work, db_url, argv):
         started = time.monotonic()
         proc = subprocess.Popen(argv, cwd=work, env=_environment(work, db_url), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
@@ -147,13 +155,7 @@ def submitted_held(url: str, runs: int, patience_s: float = 600.0) -> dict:
     """A `runs`-run session submitted with its jobs held (`--slurm-arg hold=`: none runs), to see what the
     submitter does where Slurm refuses part of it: what it says and records, then, stopped with SIGTERM (its
     held jobs would wait for ever), its exit and the tasks it left queued (then cancelled here)."""
-    with scratch_database(url, "held") as db_url, tempfile.TemporaryDirectory(prefix="scale-") as tmp:
-        work = Path(tmp)
-        _shims(work / "bin", work / "calls.log")
-        write_scenario(work / "scale.yaml", runs)
-        store = with_database(db_url, urlsplit(db_url).path.strip("/"), password=False)
-        argv = [sys.executable, "-m", "harness", "run", "scale.yaml", "--executor", "slurm", "--store", store,
-                "--max-runs", str(runs), "--slurm-arg", "hold=", "-q"]
+    with _session(url, "held", runs, "--slurm-arg", "hold=", "-q") as (work, db_url, argv):
         # every task counts against MaxJobCount, and so does every ended job Slurm still keeps (MinJobAge)
         known = subprocess.run(["squeue", "--noheader", "--array", "--states=all", "--format=%i"],
                                capture_output=True, text=True).stdout.split()
