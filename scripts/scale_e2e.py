@@ -96,6 +96,11 @@ class _Watch:
             self.loads.append(load())
 
 
+def _in_checkout(lines: list[str]) -> list[str]:
+    """Output lines as the measurement keeps them: paths inside the checkout relative to it (a traceback's)."""
+    return [line.replace(f"{ROOT}{os.sep}", "") for line in lines]
+
+
 def _calls(log: Path, wall_s: float) -> dict:
     """Each counted command's calls, in all and per minute of the session's wall time."""
     names = [line.split()[1] for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
@@ -147,7 +152,7 @@ def e2e(url: str, runs: int) -> dict:
                    "submitter_cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
                    "load_average_samples": watch.loads, "calls": _calls(work / "calls.log", wall),
                    "slurm_lines": [line for _, line in watch.lines if line.startswith("slurm:")][:20],
-                   "stderr_tail": [line for _, line in watch.lines[-5:]], **sizes(db_url)}
+                   "stderr_tail": _in_checkout([line for _, line in watch.lines[-5:]]), **sizes(db_url)}
     return figures
 
 
@@ -182,4 +187,4 @@ def submitted_held(url: str, runs: int, patience_s: float = 600.0) -> dict:
         return {"runs": runs, "jobs_known_before": len(known), "argv": ["harness", *argv[3:]], "refused_after_s": refused_s and round(refused_s, 1),
                 "said": said, "arrays_submitted": len(arrays), "exit_code_after_sigterm": proc.returncode,
                 "wall_s": round(wall, 1), "tasks_left_queued": len(left), "traceback": "Traceback" in "\n".join(lines),
-                "output_tail": lines[-6:], "calls": _calls(work / "calls.log", wall)}
+                "output_tail": _in_checkout(lines[-6:]), "calls": _calls(work / "calls.log", wall)}
