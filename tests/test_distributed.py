@@ -574,7 +574,8 @@ def test_a_timeout_ends_every_replica(write_scenario, harness_cli, tmp_path):
     code, _, err = harness_cli("run", write_scenario(data), "--store", str(store), env={"TMPDIR": str(tmp_path)})
     assert code == 1, err
     (record,) = records(store)
-    assert record["status"] == "timeout" and "every replica stopped" in record["error"]
+    assert record["status"] == "timeout" and "every replica stopped" in record["error"], (
+        record["status"], record.get("error"), (record.get("log_tail") or "")[-3000:])
     assert leftovers(str(tmp_path)) == []
 
 
