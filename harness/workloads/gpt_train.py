@@ -31,6 +31,7 @@ from harness.workloads.training import (
     OptimizerSpec,
     Training,
     TrainingParams,
+    training_peak_precision,
     training_verdict,
 )
 
@@ -166,10 +167,6 @@ def describe(p: GPTParams) -> str:
             f"{parameter_count(p):,} parameters")
 
 
-def _peak_precision(p: GPTParams) -> str:
-    return {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16"}[p.precision]
-
-
 GPT_TRAIN = Workload(
     name="gpt_train",
     description=("GPT-2-style causal language-model training step (AdamW) on synthetic tokens; headline tokens/s, "
@@ -179,7 +176,7 @@ GPT_TRAIN = Workload(
     unit="tokens/s",
     flops_per_step=lambda p: train_flops_per_token(p) * tokens_per_step(p),
     items_per_step=tokens_per_step,
-    peak_precision=_peak_precision,
+    peak_precision=training_peak_precision,
     verdict=training_verdict(parameter_count, model=size_name),
     technique_baselines={"precision": "fp32", "execution": "eager", "recompute": "none", "inputs": "device",
                          "attention": "math"},

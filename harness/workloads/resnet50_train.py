@@ -21,6 +21,7 @@ from harness.workloads.training import (
     OptimizerSpec,
     Training,
     checked_loss_scale,
+    training_peak_precision,
     training_verdict,
 )
 
@@ -127,10 +128,6 @@ def synthetic_batch(p: ResNet50Params, seed: int, rank: int = 0, *, channels_las
     return images, labels
 
 
-def _peak_precision(p: ResNet50Params) -> str:
-    return {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16"}[p.precision]
-
-
 RESNET50_TRAIN = Workload(
     name="resnet50_train",
     description=("ResNet-50 v1.5 training step (SGD with momentum) on synthetic data, on the device or fed from "
@@ -141,7 +138,7 @@ RESNET50_TRAIN = Workload(
     # one step = grad_accum micro-batches of batch_size images on each of `replicas` replicas (global)
     flops_per_step=lambda p: train_flops_per_image(p.image_size, p.num_classes) * p.batch_size * p.grad_accum * p.replicas,
     items_per_step=lambda p: float(p.batch_size * p.grad_accum * p.replicas),
-    peak_precision=_peak_precision,
+    peak_precision=training_peak_precision,
     verdict=training_verdict(lambda p: parameter_count(p.num_classes, p.model), model=lambda p: p.model),
     technique_baselines={"precision": "fp32", "execution": "eager", "recompute": "none",
                          "memory_format": "channels_first", "inputs": "device"},

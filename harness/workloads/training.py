@@ -49,6 +49,16 @@ def checked_loss_scale(value: str, info: ValidationInfo) -> str:
     return value
 
 
+#: The datasheet precision (harness.machine.peaks) a training precision's matmuls run in: autocast computes them
+#: in the half type.
+PEAK_PRECISIONS = {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16"}
+
+
+def training_peak_precision(p) -> str:
+    """A training workload's `peak_precision`: the datasheet precision of its `precision` (PEAK_PRECISIONS)."""
+    return PEAK_PRECISIONS[p.precision]
+
+
 def loss_scale_of(p) -> str:
     """The run's loss scaling under amp_fp16 (`dynamic` for a workload whose parameters have no loss_scale)."""
     return getattr(p, "loss_scale", "dynamic")

@@ -16,6 +16,7 @@ from harness.workloads.training import (
     OptimizerSpec,
     Training,
     TrainingParams,
+    training_peak_precision,
     training_verdict,
 )
 
@@ -57,10 +58,6 @@ def synthetic_batch(p: MLPParams, seed: int, rank: int = 0, *, channels_last: bo
     return features, labels
 
 
-def _peak_precision(p: MLPParams) -> str:
-    return {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16"}[p.precision]
-
-
 TRAINING = Training(
     batch=synthetic_batch,
     optimizer=lambda p: OptimizerSpec("adamw", lr=p.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=p.weight_decay,
@@ -77,7 +74,7 @@ MLP_TRAIN = Workload(
     unit="samples/s",
     flops_per_step=lambda p: train_flops_per_item(p) * p.batch_size * p.grad_accum * p.replicas,
     items_per_step=lambda p: float(p.batch_size * p.grad_accum * p.replicas),
-    peak_precision=_peak_precision,
+    peak_precision=training_peak_precision,
     verdict=training_verdict(parameter_count),
     technique_baselines={"precision": "fp32", "execution": "eager", "recompute": "none", "inputs": "device"},
     # a record made before loss_scale existed keeps its run key
