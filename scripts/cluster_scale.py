@@ -38,7 +38,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from scale_e2e import e2e, submitted_held  # noqa: E402 - after the checkout is on the path
 from scale_growth import large_session, queued, store_passes  # noqa: E402
-from scale_machine import machine, server_url  # noqa: E402
+from scale_machine import machine  # noqa: E402
+
+from tests.services import server_url  # noqa: E402
 
 PARTS = ("e2e", "held", "queue", "store", "large")
 

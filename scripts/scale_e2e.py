@@ -19,7 +19,9 @@ from urllib.parse import urlsplit
 import psutil
 import psycopg
 import yaml
-from scale_machine import ROOT, load, scratch_database, sizes, with_database
+from scale_machine import ROOT, load, scratch_database, sizes
+
+from tests.services import with_database
 
 #: The commands whose calls are counted (the executor's polls and its fallback for jobs squeue forgot).
 COUNTED = ("squeue", "sacct", "sbatch", "scancel")

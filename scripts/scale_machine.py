@@ -8,20 +8,14 @@ import datetime
 import os
 import platform
 import subprocess
-import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from tests import services
+from tests.services import server_url
+
 ROOT = Path(__file__).resolve().parent.parent
-#: The test server as scripts/services.sh --env prints it.
-DEFAULT_URL = "postgresql://harness:harness-test@127.0.0.1:5432/harness"
-
-
-def server_url() -> str:
-    """The PostgreSQL server's URL, password included (HARNESS_TEST_POSTGRES or the services' default)."""
-    return os.environ.get("HARNESS_TEST_POSTGRES") or DEFAULT_URL
 
 
 def _out(*argv: str) -> str:
@@ -50,24 +44,12 @@ def machine() -> dict:
             "tree_clean": _out("git", "status", "--porcelain", "--untracked-files=no") == ""}
 
 
-def with_database(url: str, name: str, *, password: bool = True) -> str:
-    """The server's URL naming database `name` (without its password where `password` is false)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc if password else parts.netloc.replace(f":{parts.password}@", "@")
-    return urlunsplit(parts._replace(path="/" + name, netloc=netloc))
-
-
 @contextlib.contextmanager
 def scratch_database(url: str, what: str):
-    """A fresh database `scale_WHAT_...` on the server for the block (its URL, password included), dropped after."""
-    name = f"scale_{what}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-        try:
-            yield with_database(url, name)
-        finally:
-            admin.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
-            admin.execute(f"DROP DATABASE IF EXISTS {name}")
+    """A fresh database `scale_WHAT_...` on the server for the block (its URL, password included), dropped after
+    (tests.services.scratch_database, as the tests make theirs)."""
+    with psycopg.connect(url, autocommit=True) as admin, services.scratch_database(admin, url, f"scale_{what}") as db:
+        yield db
 
 
 def sizes(url: str) -> dict:

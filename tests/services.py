@@ -2,6 +2,7 @@
 single-node Slurm. Without them a test skips, naming the script; where CI requires them
 (HARNESS_REQUIRE_SERVICES=1), it fails instead."""
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -39,9 +40,24 @@ def server_url() -> str:
     return os.environ.get("HARNESS_TEST_POSTGRES") or DEFAULT_URL
 
 
-def _with_db(url: str, name: str) -> str:
+def with_database(url: str, name: str, *, password: bool = True) -> str:
+    """The server's URL naming database `name` (without its password where `password` is false)."""
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + name))
+    netloc = parts.netloc if password else parts.netloc.replace(f":{parts.password}@", "@")
+    return urlunsplit(parts._replace(path="/" + name, netloc=netloc))
+
+
+@contextlib.contextmanager
+def scratch_database(admin, url: str, prefix: str):
+    """A fresh database `PREFIX_...` on the server `admin` is connected to (autocommit), for the block: its URL,
+    password included; dropped after, its connections ended first."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield with_database(url, name)
+    finally:
+        admin.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
 
 
 @pytest.fixture
@@ -53,14 +69,8 @@ def pg_url():
         admin = psycopg.connect(url, autocommit=True, connect_timeout=3)
     except psycopg.Error:
         missing("the PostgreSQL server")
-    name = f"harness_t_{uuid.uuid4().hex[:12]}"
-    admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield _with_db(url, name)
-    finally:
-        admin.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.close()
+    with admin, scratch_database(admin, url, "harness_t") as db_url:
+        yield db_url
 
 
 @pytest.fixture
