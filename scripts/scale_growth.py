@@ -181,21 +181,10 @@ def _journal(url: str, session_id: str, count: int) -> dict:
     return figures
 
 
-@contextlib.contextmanager
-def _inside(folder: str):
-    """The working folder is `folder` for the block (where the journal goes, as for `harness run`)."""
-    before = os.getcwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
 def store_passes(url: str, count: int, passes: int) -> dict:
     """The plan of a `count`-run session, then `passes` passes of `count` records through the store (each in a
     fresh database), the last one's records then through the journal."""
-    with tempfile.TemporaryDirectory(prefix="scale-") as tmp, _inside(tmp):
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp, contextlib.chdir(tmp):  # the journal goes in the working folder, as for harness run
         entries, planned_s = plan_entries(count, Path(tmp))
         text = json.dumps([e.to_dict() for e in entries], default=str)
         figures: dict = {"plan": {"runs": len(entries), "json_bytes": len(text.encode()),
@@ -216,7 +205,7 @@ def large_session(url: str, count: int) -> dict:
     1,000 records of a real size); this process's peak RSS."""
     import resource
 
-    with tempfile.TemporaryDirectory(prefix="scale-") as tmp, _inside(tmp):
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp, contextlib.chdir(tmp):
         entries, planned_s = plan_entries(count, Path(tmp))
         session_id = f"scale-{uuid.uuid4().hex[:8]}"
         with scratch_database(url, "large") as db_url, open_store(db_url) as store:
