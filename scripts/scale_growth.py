@@ -184,7 +184,8 @@ def _journal(url: str, session_id: str, count: int) -> dict:
 def store_passes(url: str, count: int, passes: int) -> dict:
     """The plan of a `count`-run session, then `passes` passes of `count` records through the store (each in a
     fresh database), the last one's records then through the journal."""
-    with tempfile.TemporaryDirectory(prefix="scale-") as tmp, contextlib.chdir(tmp):  # the journal goes in the working folder, as for harness run
+    # in a scratch working folder: the journal goes there, as for `harness run`
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp, contextlib.chdir(tmp):
         entries, planned_s = plan_entries(count, Path(tmp))
         text = json.dumps([e.to_dict() for e in entries], default=str)
         figures: dict = {"plan": {"runs": len(entries), "json_bytes": len(text.encode()),
