@@ -185,7 +185,7 @@ class Journal:
         StoreWriteError that says what could not be read back and where the results are."""
         missing, why = self.missing()
         if not missing and self.store.unmerged:  # read back, but only through the store's log: a second copy kept
-            return self._keep_beside(error)
+            return self._keep_beside()
         if not missing:
             self._remove()
             return error
@@ -202,13 +202,14 @@ class Journal:
         return StoreWriteError(f"{reason}. Nothing measured is lost: all {len(self.run_ids)}, with their session, are "
                                f"kept in {kept}", source=self.store.path, kept_in=kept)
 
-    def _keep_beside(self, error: StoreWriteError | None) -> StoreWriteError | None:
+    def _keep_beside(self) -> StoreWriteError:
         """The journal kept as a second copy of results the store reads back only from its log (`unmerged`)."""
         reason = self.store.unmerged
         kept = self._kept.write(reason)
         self._remove(only_earlier=True)
-        if kept is None:
-            return error
+        if kept is None:  # no folder takes a copy: the log is all there is, said all the same
+            return StoreWriteError(f"{reason}. The store reads all {len(self.run_ids)} back; no folder took a second "
+                                   "copy of them", source=self.store.path, in_store=True)
         return StoreWriteError(f"{reason}, such as `harness results --import {shlex.quote(kept)} --store "
                                f"{shlex.quote(self.store.path)}`, which takes nothing twice. Nothing measured is lost: "
                                f"the store reads all {len(self.run_ids)} back, and a copy of them, with their session, "
