@@ -138,7 +138,7 @@ def test_resumes_started_at_once_run_each_planned_run_once(tmp_path, fake_backen
     assert {code for code, _ in ended} <= {0, 2} and 0 in {code for code, _ in ended}, ended
     for code, err in ended:
         if code == 2:
-            assert "Traceback" not in err and re.search(r"(claimed by|still running \()pid \d+", err), err
+            assert "Traceback" not in err and re.search(r"(claimed by |still running \()pid \d+", err), err
     with open_store(db, readonly=True) as store:
         rows = [r for r in store.records() if r["status"] == "ok"]
     # before: each resume read "3 of 4 left" and ran them: up to 10 ok rows for 4 planned runs
