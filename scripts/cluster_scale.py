@@ -17,7 +17,9 @@ Parts:
   store  the plan of a RECORDS-run session (its size, as the store keeps it and reads it back), then RECORDS
          records written one transaction each (as `harness run` writes) and read back, through the store and
          through the session's journal, a few passes, each with the load average beside it;
-  large  a LARGE-run session's plan (built, stored, read back) and one journal add with LARGE results held.
+  large  a LARGE-run session's plan (built, stored, read back) and one journal add with LARGE results held;
+  journal  journal adds (a result each, appended) with RECORDS and LARGE results held, in a session of as many
+         planned runs.
 
 Every database it makes (scale_*) is dropped at its end; the server is HARNESS_TEST_POSTGRES (as
 `scripts/services.sh --env` prints it) or the script's default.
@@ -37,12 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from scale_e2e import e2e, submitted_held  # noqa: E402 - after the checkout is on the path
-from scale_growth import large_session, queued, store_passes  # noqa: E402
+from scale_growth import journal_growth, large_session, queued, store_passes  # noqa: E402
 from scale_machine import machine  # noqa: E402
 
 from tests.services import server_url  # noqa: E402
 
-PARTS = ("e2e", "held", "queue", "store", "large")
+PARTS = ("e2e", "held", "queue", "store", "large", "journal")
 
 
 def _merged(out: Path, figures: dict) -> dict:
@@ -89,6 +91,8 @@ def main() -> None:
             found = queued(args.queued)
         elif part == "store":
             found = store_passes(url, args.records, args.passes)
+        elif part == "journal":
+            found = journal_growth(url, [args.records, args.large], 5)
         else:
             found = large_session(url, args.large)
         figures[part] = {"command": subprocess.list2cmdline([Path(sys.argv[0]).name, *sys.argv[1:]]),

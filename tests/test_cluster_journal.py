@@ -3,7 +3,6 @@ are (`postgresql-HOST-PORT-DB.unsaved-...json` in the working folder), so a resu
 killed while its INSERT waited) is taken in by `--resume`, not measured again, and not taken in twice; and a
 database that holds other tables is not made a store unless the user says so."""
 
-import json
 import os
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import sys
 import time
 
 from harness.results.store import open_store
-from harness.results.store.sidefiles import side_file_base
+from harness.results.store.sidefiles import read_side_file, side_file_base
 from tests import services
 from tests.test_reliability import _fake_scenario, _wait_for_marker
 
@@ -30,7 +29,7 @@ def _journal_with(folder, count, timeout=60):
     while time.monotonic() < deadline:
         for path in folder.glob("*.unsaved-*.json"):
             try:
-                if len(json.loads(path.read_text())["records"]) >= count:
+                if len(read_side_file(path.read_text())["records"]) >= count:
                     return path
             except (ValueError, KeyError, OSError):
                 pass  # being replaced
@@ -68,7 +67,7 @@ def test_a_result_only_in_the_journal_is_taken_in_by_resume_not_measured_again(
         blocker.rollback()
     assert journal.name.startswith("postgresql-127.0.0.1-5432-harness_t_") and "harness-test" not in journal.name
     assert [p.name for p in tmp_path.glob("harness_t_*")] == []  # nothing named after the URL as a path
-    kept = json.loads(journal.read_text())
+    kept = read_side_file(journal.read_text())
     session_id, measured = kept["sessions"][0]["session_id"], kept["records"][0]
     started = len((tmp_path / "s.marker").read_text().split())
     with open_store(pg_url, readonly=True) as reader:

@@ -18,6 +18,7 @@ from harness.results.store import load_results, open_store, redact, store_exists
 from harness.results.store import postgres as pg
 from harness.results.store.liveness import process_owner
 from harness.results.store.postgres import PostgresStore
+from harness.results.store.sidefiles import read_side_file
 from tests import services
 from tests.test_reliability import _fake_scenario, _wait_for_marker
 
@@ -211,7 +212,7 @@ def test_a_dropped_connection_keeps_every_result_in_a_side_file_taken_in_next_ru
         store.add(spec.updated(run_id="r2"))
     store._heartbeat.stop()
     assert "Nothing measured is lost" in str(failed.value) and PASSWORD not in str(failed.value)
-    kept = json.loads(open(failed.value.kept_in).read())
+    kept = read_side_file(open(failed.value.kept_in).read())
     assert [r["run_id"] for r in kept["records"]] == ["r1", "r2"]
     # the process that kept them ends, as a session whose store failed does (a live one's file is its journal)
     kept["owner"] = {**(kept.get("owner") or {}), "pid": 2**22 + 12345}

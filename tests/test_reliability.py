@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.results.record import Result
 from harness.results.store import SQLiteStore, open_store
+from harness.results.store.sidefiles import read_side_file
 from harness.session.capacity_answer import fits
 from harness.session.capacity_search import search
 from harness.session.resume import remaining_runs, settled_results, work_left
@@ -660,7 +661,7 @@ def test_a_result_the_store_cannot_take_is_kept_beside_it_and_taken_back(tmp_pat
     assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
     (side,) = [p for p in tmp_path.iterdir() if ".unsaved-" in p.name]
     assert str(side) in result.output and "--resume" in result.output and "--import" in result.output
-    kept = json.loads(side.read_text())
+    kept = read_side_file(side.read_text())
     assert len(kept["records"]) == 3 and all(r["status"] == "ok" for r in kept["records"])  # 2 stored, the 3rd not
     assert len(kept["sessions"]) == 1 and len(kept["sessions"][0]["plan"]) == 5
     with open_store(db) as store:
@@ -722,7 +723,7 @@ def test_a_full_file_system_loses_no_result(tmp_path, fake_backend, write_scenar
     assert "disk is full" in err and "Traceback" not in err
     side = re.search(r"are kept in (\S+\.json)", err).group(1)
     assert os.path.dirname(side) == str(tmp_path)  # nothing fits beside the store: the working folder
-    measured = len(json.loads(open(side, encoding="utf-8").read())["records"])
+    measured = len(read_side_file(open(side, encoding="utf-8").read())["records"])
     assert measured >= 3
     code, _, refused = harness_cli("run", path, "--store", str(db))  # still full: refused before any run
     assert code == 2 and "disk is full" in refused and "Traceback" not in refused
@@ -831,7 +832,7 @@ def test_a_store_truncated_under_a_running_session_loses_no_result(tmp_path, fak
     assert proc.returncode == 1, err
     assert "cannot be read back from the store" in err and "Traceback" not in err
     side = re.search(r"are kept in (\S+\.json)", err).group(1)
-    assert len(json.loads(open(side, encoding="utf-8").read())["records"]) == 6
+    assert len(read_side_file(open(side, encoding="utf-8").read())["records"]) == 6
     fresh = tmp_path / "fresh.db"
     code, _, out = harness_cli("results", "--import", side, "--store", str(fresh))
     assert code == 0 and "took 6 new result(s) of 6 and 1 new session(s)" in out, out
@@ -879,7 +880,7 @@ def test_a_session_killed_by_sigbus_while_writing_loses_no_result(tmp_path, fake
     assert proc.returncode == -signal.SIGBUS, err
     assert "Bus error" in err  # said on standard error, not a silent death
     (journal,) = [p for p in tmp_path.iterdir() if ".unsaved-" in p.name]
-    kept = json.loads(journal.read_text())["records"]
+    kept = read_side_file(journal.read_text())["records"]
     assert len(kept) == 3 and all(r["status"] == "ok" for r in kept)  # the run that had just finished too
     code, _, out = harness_cli("results", "--sessions", "--store", str(db))
     assert code == 0 and f"harness results --import {journal}" in out, out
@@ -912,7 +913,7 @@ def test_a_store_made_immutable_under_a_session_says_its_last_records_are_only_i
         assert f"its last records are only in {db}-wal" in err and "Traceback" not in err, err
         assert "the store reads all 6 back" in err and "--resume" not in err, err
         kept = re.search(r"is kept in (\S+\.json)", err).group(1)
-        assert len(json.loads(open(kept, encoding="utf-8").read())["records"]) == 6
+        assert len(read_side_file(open(kept, encoding="utf-8").read())["records"]) == 6
         alone = tmp_path / "alone.db"
         shutil.copy(db, alone)  # the file without its log lacks the last records
         assert len(_ok(alone)) < 6

@@ -27,6 +27,7 @@ from harness.results.store import (
     records_frame,
 )
 from harness.results.store.exports import export_text
+from harness.results.store.sidefiles import read_side_file
 from tests.specs import planned
 
 
@@ -197,7 +198,7 @@ def test_a_result_the_store_cannot_take_is_kept_in_a_side_file_and_imported_type
         side = failed.value.kept_in
         assert side == store.side_file and store.side_files() == [tmp_path / os.path.basename(side)]
     assert os.path.basename(side).startswith(f"f.db{SIDE_MARK}s1-") and "disk is full" in str(failed.value)
-    doc = json.loads(open(side, encoding="utf-8").read())
+    doc = read_side_file(open(side, encoding="utf-8").read())
     assert doc["records"] == [_result(0).to_dict(), _result(1).to_dict()]  # every record this process added
     assert [s["session_id"] for s in doc["sessions"]] == ["s1"] and len(doc["sessions"][0]["plan"]) == 2
     records, sessions, unreadable = read_importable(side)
@@ -378,7 +379,7 @@ def test_a_journal_is_removed_once_every_result_reads_back_and_kept_otherwise(tm
     records = [Result(run_id=f"r{i}", session_id="s1", run_key=f"k{i}", status="ok") for i in range(3)]
     for record in records[:2]:
         journal.add(record)
-    kept = json.loads(open(journal.file, encoding="utf-8").read())
+    kept = read_side_file(open(journal.file, encoding="utf-8").read())
     assert [r["run_id"] for r in kept["records"]] == ["r0", "r1"]  # durable before the store has it
     journal._kept.records.append(dict(kept["records"][0], run_id="r2"))  # one the store never got
     store.close()

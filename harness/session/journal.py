@@ -17,7 +17,6 @@ the journal behind; the next session into that store takes it in, and `--resume`
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shlex
 import signal
@@ -35,7 +34,7 @@ from harness.results.sessions import (
 )
 from harness.results.store import Store
 from harness.results.store.schema import stored_record
-from harness.results.store.sidefiles import Unsaved, side_file_base
+from harness.results.store.sidefiles import Unsaved, read_side_file, side_file_base
 from harness.session.interrupt import STOP_SIGNALS
 
 
@@ -270,7 +269,7 @@ def _holds(path: str, run_ids: list[str]) -> bool:
     """Whether a side file holds a record of every run id."""
     try:
         with open(path, encoding="utf-8") as fh:
-            have = {r.get("run_id") for r in json.load(fh).get("records", []) if isinstance(r, dict)}
+            have = {r.get("run_id") for r in read_side_file(fh.read()).get("records", []) if isinstance(r, dict)}
     except (OSError, ValueError, AttributeError, RecursionError):
         return False
     return set(run_ids) <= have

@@ -19,6 +19,7 @@ from harness.results.record import RecordError, Result
 from harness.results.sessions import SessionRow
 from harness.results.store.salvage import salvage
 from harness.results.store.schema import SQLITE_HEADER
+from harness.results.store.sidefiles import read_side_file
 
 
 def _bad(path, field: str, expected: str) -> InputError:
@@ -120,7 +121,7 @@ def read_rows(path: str | os.PathLike) -> tuple[list[dict], list[dict], int]:
     if head == SQLITE_HEADER:
         return _from_store(p)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = read_side_file(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InputError(f"{path}: not JSON ({exc}); expected a side file, a JSON array of records or a store",
                          source=str(path), field="--import") from None

@@ -9,6 +9,14 @@ held (`Result.to_dict()`, figures that are not finite as null).
 A side file names the process that writes it (`owner`): a session's journal is a side file written
 before each result reaches the store, and while its process runs it is that session's, not one to
 take in (`side_files` leaves it out).
+
+Its form is JSON lines: a first line that says what the file is (`harness_unsaved: 2`, the store, the error,
+the owner, the sessions), then one record a line. A result added to a journal is one line appended and
+fsynced, so a session of N results writes each once, not the whole file N times; anything else (an error to
+say, a session that changed, another folder) writes the whole file again, through a temporary file and a
+rename. A line cut short by a crash in mid-append is the last one, and is left out when the file is read: its
+result had not reached the store either. `read_side_file` reads this form and the single JSON object of
+earlier versions (`harness_unsaved: 1`).
 """
 
 from __future__ import annotations
@@ -59,10 +67,56 @@ def _in_use(path: Path) -> bool:
     """Whether a side file is the journal of a process that still runs (an unreadable one is not in use)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            owner = SessionOwner.of(json.load(fh)["owner"])
+            owner = SessionOwner.of(json.loads(fh.readline())["owner"])  # the first line, in either form
     except (OSError, ValueError, KeyError, TypeError, RecursionError):  # no owner, or none that reads as one
         return False
     return owner_alive(owner) is True and owner.pid != os.getpid()
+
+
+def read_side_file(text: str) -> dict:
+    """A side file's text as one object (`records`, `sessions`, `owner`, ...): the JSON lines this version writes,
+    its last line left out where a crash cut it short, or an earlier version's single JSON object. ValueError
+    where it is neither."""
+    first, _, rest = text.partition("\n")
+    try:
+        head = json.loads(first)
+    except ValueError:  # a first line that is no JSON of its own: a document over several lines
+        head = None
+    if not (isinstance(head, dict) and head.get("harness_unsaved") == 2):
+        return json.loads(text)  # an earlier version's side file, or something else for the caller to refuse
+    lines = rest.split("\n")
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if i < len(lines) - 1:  # a damaged line with whole lines after it: not a cut-short append
+                raise
+    return {**head, "records": records}
+
+
+def _append(path: Path, size: int, lines: str) -> int | None:
+    """Append lines to a side file of `size` bytes and fsync them: its new size, or None where it could not be
+    appended to (it is no longer that file, or its folder takes no more), having cut the file back to what it
+    held, so that no partial line is left for the next append to follow."""
+    data = lines.encode("utf-8")
+    try:
+        with open(path, "r+b") as fh:
+            if os.fstat(fh.fileno()).st_size != size:  # removed and made again, or changed by another hand
+                return None
+            fh.seek(size)
+            try:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            except OSError:
+                fh.truncate(size)
+                raise
+        return size + len(data)
+    except OSError:
+        return None
 
 
 def write_atomic(path: Path, text: str) -> bool:
@@ -97,17 +151,32 @@ class Unsaved:
         self.path: str | None = None
         #: where it was written before its folder stopped taking it (each holds fewer records)
         self.earlier: list[str] = []
+        #: what the side file at `path` holds: its first line but for the time, how many records follow it, and
+        #: its size in bytes
+        self._written: tuple[str, int, int] | None = None
 
     def write(self, error: str | None = None) -> str | None:
-        """Write (again) every record and session to this process's side file, fsynced before it replaces the
-        last one; its path, or None where no folder takes it. Where its folder no longer takes it (a full disk),
-        it moves to the next folder that does (`earlier` says where it was)."""
-        doc = {"harness_unsaved": 1, "store": str(Path(self.store_path).resolve()), "error": error,
-               "written_at": utc_now(), "owner": process_owner(),
-               "sessions": [session_doc(s) for s in self.sessions.values()], "records": self.records}
-        text = json.dumps(doc, default=str)
+        """Every record and session in this process's side file, fsynced; its path, or None where no folder takes
+        it. Where the file already holds the same first line and fewer records, the new records are appended;
+        otherwise the whole file is written again and replaces the last one. Where its folder no longer takes it
+        (a full disk), it moves to the next folder that does (`earlier` says where it was)."""
+        head = {"harness_unsaved": 2, "store": str(Path(self.store_path).resolve()), "error": error,
+                "owner": process_owner(), "sessions": [session_doc(s) for s in self.sessions.values()]}
+        # the first line but for the time, each plan by its length: a plan of 10,000 runs is megabytes of JSON,
+        # not to be written out again for each result appended
+        said = json.dumps({**head, "sessions": [{**s, "plan": len(s["plan"] or [])} for s in head["sessions"]]},
+                          default=str)
+        if self.path and self._written and self._written[0] == said and self._written[1] <= len(self.records):
+            new = "".join(json.dumps(r, default=str) + "\n" for r in self.records[self._written[1]:])
+            size = _append(Path(self.path), self._written[2], new)
+            if size is not None:
+                self._written = (said, len(self.records), size)
+                return self.path
+        first = json.dumps({**head, "written_at": utc_now()}, default=str)
+        text = "".join(line + "\n" for line in [first, *(json.dumps(r, default=str) for r in self.records)])
         for target in self._targets():
             if write_atomic(target, text):
+                self._written = (said, len(self.records), len(text.encode("utf-8")))
                 if self.path and self.path != str(target):
                     # the earlier copy stays until the session ends: removing it now could free the very space a
                     # full store is waiting for, and a store that then takes one result more fails less clearly
