@@ -161,11 +161,28 @@ def large(big: dict) -> dict:
             "load": _load([big["load_average"][0]])}
 
 
+def appended(j: dict) -> dict:
+    """The figures of the journal adds, appended, with 10,000 and 100,000 results held (part journal)."""
+    adds = [a for run in [j, *j.get("earlier", [])] for a in run["adds"]]
+
+    def at(held: int, key: str) -> list:
+        return [a[key]["median"] if key == "add_s" else a[key] for a in adds if a["held"] == held]
+
+    ms = lambda x: f"{x * 1000:.0f}"  # noqa: E731
+    return {"add_10k": f"{_span(at(10_000, 'add_s'), ms)} ms", "add_100k": f"{_span(at(100_000, 'add_s'), ms)} ms",
+            "whole_10k": f"{_span(at(10_000, 'whole_write_s'), lambda x: f'{x:.1f}')} s",
+            "whole_100k": f"{_span(at(100_000, 'whole_write_s'), lambda x: f'{x:.1f}')} s",
+            "file_10k": f"{_span(at(10_000, 'file_bytes'), lambda b: _n(b / 1e6))} MB",
+            "file_100k": f"{_span(at(100_000, 'file_bytes'), lambda b: _n(b / 1e6))} MB",
+            "load": _load([a["load_average"][0] for a in adds]),
+            "runs": f"{len([j, *j.get('earlier', [])])} measurements"}
+
+
 def figures() -> dict:
     """Every figure the section states, as it states it, keyed by part."""
     d = data()
     return {"e2e": end_to_end(d["e2e"]), "queue": queued(d["queue"]), "held": held(d["held"]), "store": stored(d["store"]),
-            "large": large(d["large"])}
+            "large": large(d["large"]), "journal": appended(d["journal"])}
 
 
 def test_every_figure_of_the_account_is_recomputed_from_the_measurement():
@@ -187,7 +204,7 @@ def test_the_account_holds_no_number_that_was_not_measured():
 
 def test_the_measurement_names_its_machine_and_versions():
     d = data()
-    for part in ("e2e", "held", "queue", "store", "large"):
+    for part in ("e2e", "held", "queue", "store", "large", "journal"):
         machine = d[part]["machine_at_start"]
         assert machine["cores"] and machine["load_average"] and machine["commit"]
         assert machine["slurm"].startswith("slurm") and machine["postgresql"] and machine["psycopg"]
