@@ -27,8 +27,8 @@ from harness.results.record import Result
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z0-9-]+)\s*\|([^|{}]*)\|\s*([^{}]+?)\s*\}\}")
 #: Names with digits the answer's own words may use: a model, a GPU, a Keras generation, the precisions. Any
 #: other digit in the template's words is a figure that belongs in a placeholder.
-NAMES_WITH_DIGITS = ("ResNet-50", "GPT-2", "H200", "H100", "Keras 3", "Keras 2", "amp_bf16", "amp_fp16", "bf16", "fp16", "fp32",
-                     "tf32", "2**31")
+NAMES_WITH_DIGITS = ("ResNet-50", "GPT-2", "H200", "H100", "Keras 3", "Keras 2", "amp_bf16", "amp_fp16", "bf16",
+                     "fp16", "fp32", "tf32", "2**31")
 #: The first screen's table, as placeholders name it.
 FIRST_SCREEN = "first-screen"
 #: The page's mark of a row measured apart from its table's other rows, in order of use.
