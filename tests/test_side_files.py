@@ -84,3 +84,5 @@ def test_a_side_file_an_earlier_version_wrote_still_reads(tmp_path):
     assert [r["run_id"] for r in read_rows(path)[0]] == ["r0", "r1"]
     path.write_text(json.dumps(earlier, indent=2))  # over several lines
     assert read_side_file(path.read_text())["error"] == "disk full"
+    path.write_text(json.dumps({**earlier, "harness_unsaved": 2}))  # this version's, read and written back whole
+    assert [r["run_id"] for r in read_rows(path)[0]] == ["r0", "r1"]

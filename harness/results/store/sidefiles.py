@@ -82,8 +82,10 @@ def read_side_file(text: str) -> dict:
         head = json.loads(first)
     except ValueError:  # a first line that is no JSON of its own: a document over several lines
         head = None
-    if not (isinstance(head, dict) and head.get("harness_unsaved") == 2):
-        return json.loads(text)  # an earlier version's side file, or something else for the caller to refuse
+    if not (isinstance(head, dict) and head.get("harness_unsaved") == 2 and "records" not in head):
+        # an earlier version's side file, one written (or rewritten by hand) as one object, or something else for
+        # the caller to refuse
+        return json.loads(text)
     lines = rest.split("\n")
     records = []
     for i, line in enumerate(lines):
