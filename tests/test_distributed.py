@@ -275,13 +275,18 @@ Root Cause (first observed failure):
                                             "(torchrun's root cause)"}
 
 
-def test_torchrun_launch_one_node_is_standalone_with_the_threads_shared_out():
+def test_torchrun_launch_one_node_meets_on_a_port_of_its_own_with_the_threads_shared_out():
     from backends.torch import TorchBackend
 
     spec = launch_spec("torch", {**TINY, "replicas": 2}, cpu_threads={"intra_op": 3})
     launch = TorchBackend().launch(spec, [sys.executable, "-m", "harness.worker", "S", "R"], dp.Cluster())
     (process,) = launch.processes
-    assert process.argv[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in process.argv
+    flags = {a: b for a, b in zip(process.argv, process.argv[1:]) if a.startswith("--")}
+    # not --standalone: up to torch 2.1 that was port 29400, so two runs at once on one machine collided
+    assert process.argv[1:3] == ["-m", "torch.distributed.run"] and "--standalone" not in process.argv
+    assert flags["--rdzv-backend"] == "c10d" and flags["--rdzv-endpoint"] == "localhost:0" and flags["--nnodes"] == "1"
+    other = TorchBackend().launch(spec, [sys.executable, "-m", "harness.worker", "S", "R"], dp.Cluster())
+    assert other.processes[0].argv[other.processes[0].argv.index("--rdzv-id") + 1] != flags["--rdzv-id"]
     assert process.argv[process.argv.index("--nproc-per-node") + 1] == "2"
     assert process.argv[-4:] == ["-m", "harness.worker", "S", "R"]
     assert process.env == {"OMP_NUM_THREADS": "3"} and process.ranks == launch.local_ranks == (0, 1)
@@ -565,6 +570,23 @@ def test_a_replica_killed_with_sigkill_fails_the_run_naming_its_rank_and_nothing
     assert "replica rank 1" in record["error"] and "SIGKILL" in record["error"]
     assert time.monotonic() - started < 200  # the peers were ended, not left to the timeout
     assert leftovers(str(tmp_path)) == []
+
+
+@needs_torch
+def test_a_data_parallel_run_does_not_need_port_29400(write_scenario, harness_cli, tmp_path):
+    """Up to torch 2.1 torchrun's --standalone rendezvous took port 29400: a second run on the machine failed."""
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            held.bind(("0.0.0.0", 29400))
+        except OSError:
+            pytest.skip("port 29400 is taken on this machine already")
+        held.listen()
+        store = tmp_path / "p.db"
+        code, _, err = harness_cli("run", write_scenario(scenario("torch")), "--store", str(store),
+                                   env={"TMPDIR": str(tmp_path)})
+    (record,) = records(store)
+    assert code == 0 and record["status"] == "ok", (record["status"], record.get("error"), err[-2000:])
 
 
 @needs_torch

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+import uuid
 
 from harness.seam.distributed import (
     Cluster,
@@ -26,8 +27,13 @@ _TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n?\
 
 
 def torchrun_argv(local_replicas: int, cluster: Cluster) -> list[str]:
-    """torchrun's command line, without the module it runs: one node standalone, several at node 0's rendezvous.
+    """torchrun's command line, without the module it runs: one node on a port of its own, several at node 0's
+    rendezvous.
 
+    One node: what `--standalone` means in current torch (a c10d rendezvous at localhost:0, the port the
+    system gives, and an id of its own), spelled out: torch up to 2.1 made `--standalone` port 29400, so two
+    runs at once on one machine (two sessions, or two users) met at that port and one failed with "Address
+    already in use".
     Several nodes: torchrun's static rendezvous at --rdzv-endpoint, so node_rank 0 holds global rank 0; the
     port moves by the run's place in the plan, so a node that starts the next run early cannot meet the
     previous run's store.
@@ -39,7 +45,8 @@ def torchrun_argv(local_replicas: int, cluster: Cluster) -> list[str]:
         return argv + ["--nnodes", str(cluster.nnodes), "--node-rank", str(cluster.node_rank), "--master-addr", host,
                        "--master-port", str(port + cluster.run_index % RENDEZVOUS_PORTS),
                        "--rdzv-id", str(cluster.rdzv_id)]
-    return argv + ["--standalone", "--nnodes", "1"]
+    return argv + ["--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0",
+                   "--rdzv-id", uuid.uuid4().hex]
 
 
 def torchrun_launch(spec: RunSpec, worker: list[str], cluster: Cluster) -> Launch:
