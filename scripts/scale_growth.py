@@ -201,6 +201,19 @@ def store_passes(url: str, count: int, passes: int) -> dict:
     return figures
 
 
+def _held_journal(store, session, count: int) -> tuple[Journal, object, float]:
+    """The session's journal holding `count` results (copies of up to 1,000 records of a real size), written
+    once, untimed by the add that follows, as it would be after `count` adds: (the journal, the record template
+    of further adds, the seconds that whole write took)."""
+    journal = Journal(store, session)
+    template = sample_record(session.session_id)
+    some = [stored_record(template.updated(run_id=uuid.uuid4().hex)) for _ in range(min(count, 1000))]
+    journal._kept.records = some * (count // len(some)) if some else []
+    start = time.perf_counter()
+    journal._kept.write()
+    return journal, template, time.perf_counter() - start
+
+
 def large_session(url: str, count: int) -> dict:
     """What a `count`-run session's plan and journal cost where no run is made: the plan built, begun in the
     store and read back (as --resume reads it); one journal add with `count` results held before it (copies of
@@ -217,11 +230,7 @@ def large_session(url: str, count: int) -> dict:
             read = time.perf_counter()
             session = store.session(session_id)
             read = time.perf_counter() - read
-            journal = Journal(store, session)
-            template = sample_record(session_id)
-            some = [stored_record(template.updated(run_id=uuid.uuid4().hex)) for _ in range(1000)]
-            journal._kept.records = some * (count // 1000)
-            journal._kept.write()  # the file holds them before the add is timed
+            journal, template, _ = _held_journal(store, session, count)
             start = time.perf_counter()
             journal.add(template.updated(run_id=uuid.uuid4().hex))
             added = time.perf_counter() - start
@@ -243,13 +252,7 @@ def journal_growth(url: str, counts: list[int], adds: int) -> dict:
             session_id = f"scale-{uuid.uuid4().hex[:8]}"
             with scratch_database(url, "journal") as db_url, open_store(db_url) as store:
                 store.begin_session(session_id, entries, scenario_path=None, command="cluster_scale")
-                journal = Journal(store, store.session(session_id))
-                template = sample_record(session_id)
-                some = [stored_record(template.updated(run_id=uuid.uuid4().hex)) for _ in range(min(count, 1000))]
-                journal._kept.records = some * (count // len(some)) if some else []
-                start = time.perf_counter()
-                journal._kept.write()
-                whole = time.perf_counter() - start
+                journal, template, whole = _held_journal(store, store.session(session_id), count)
                 took = []
                 for _ in range(adds):
                     start = time.perf_counter()

@@ -8,7 +8,8 @@
 #          unprofiled (profiling an eager GPT-2 step took JAX minutes on an H100, and stopped tf_keras's
 #          model.fit under a time limit)
 #   tf_keras    the same harness runs with tf_keras (Keras 2) alone, and its tf.function hand loop
-#   medium-B    GPT-2 medium (the named preset) in B's fastest mode: MFU at the larger size
+#   medium-B    GPT-2 medium (the named preset) in B's compiled step, each framework's fastest: MFU at the
+#               larger size
 #   compare     `harness compare` of the store by backend and by attention, into $OUT/*.txt
 # The JAX backend is a plugin found through HARNESS_BACKENDS and PYTHONPATH (plugins/harness-jax), as in
 # plugins/harness-jax/benchmarks/gpu_session.sh. TIME_LIMIT (seconds) bounds each `harness run`; what it
@@ -26,7 +27,6 @@ export PYTHONUNBUFFERED=1 HARNESS_BACKENDS=jax=harness_jax:JaxBackend
 export PYTHONPATH=$PWD:$PWD/plugins/harness-jax${PYTHONPATH:+:$PYTHONPATH}
 stamp() { echo "=== $* $(date -u +%FT%TZ)"; }
 hand() { local name=$1; shift; stamp "hand $name $*"; python3 "$@" | tee -a "$OUT/hand.jsonl"; }
-fastest() { case $1 in torch|jax|tensorflow) echo compiled ;; esac; }
 for part in "$@"; do
   stamp "$part"
   case "$part" in
@@ -59,8 +59,7 @@ for part in "$@"; do
       $H run transformer --backend tensorflow --set tensorflow.keras=tf_keras --set execution=eager \
         --store "$STORE" "${ONE[@]}" "${LIMIT[@]}" ;;
     medium-*)
-      b=${part#medium-}
-      $H run transformer --backend "$b" --set preset=gpt2-medium --set execution="$(fastest "$b")" \
+      $H run transformer --backend "${part#medium-}" --set preset=gpt2-medium --set execution=compiled \
         --store "$STORE" "${ONE[@]}" "${LIMIT[@]}" ;;
     compare)
       $H compare --store "$STORE" --by backend > "$OUT/compare-backend.txt"
